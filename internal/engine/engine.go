@@ -1,0 +1,124 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/gpreduce/gpreduce/internal/reduce"
+	"github.com/gpreduce/gpreduce/internal/shard"
+)
+
+// Task is one map step. Map computes the statistic of one shard; it must be deterministic
+// (the same shard gives the same bits whatever runs it) and must not modify the shard.
+type Task interface {
+	Map(ctx context.Context, ref shard.Ref, data *shard.Table) (reduce.Stats, error)
+}
+
+// Engine runs tasks over a job's fixed shards.
+type Engine interface {
+	// Shards lists the job's shards in shard order.
+	Shards() []shard.Ref
+	// Reduce runs t on every shard and merges the results in shard order.
+	Reduce(ctx context.Context, t Task) (reduce.Stats, error)
+	// Gather runs t on every shard and returns the per-shard results in shard order.
+	Gather(ctx context.Context, t Task) ([]reduce.Stats, error)
+}
+
+// Local runs tasks in this process on a pool of goroutines over in-memory shards.
+type Local struct {
+	refs    []shard.Ref
+	data    []*shard.Table
+	workers int
+}
+
+// NewLocal returns a local engine over the given shards (refs[i] describes data[i]) with the
+// given number of goroutines (at least 1).
+func NewLocal(refs []shard.Ref, data []*shard.Table, workers int) (*Local, error) {
+	if len(refs) != len(data) {
+		return nil, fmt.Errorf("local engine: %d refs for %d shards", len(refs), len(data))
+	}
+	if len(refs) == 0 {
+		return nil, fmt.Errorf("local engine: no shards")
+	}
+	return &Local{refs: refs, data: data, workers: max(1, workers)}, nil
+}
+
+// Shards lists the shards in shard order.
+func (l *Local) Shards() []shard.Ref { return l.refs }
+
+// Gather runs t on every shard, at most l.workers at a time, and returns results in shard order.
+// The first error (in shard order) is returned, naming the shard.
+func (l *Local) Gather(ctx context.Context, t Task) ([]reduce.Stats, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	out := make([]reduce.Stats, len(l.refs))
+	errs := make([]error, len(l.refs))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < min(l.workers, len(l.refs)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := ctx.Err(); err != nil {
+					errs[i] = err
+					continue
+				}
+				st, err := t.Map(ctx, l.refs[i], l.data[i])
+				if err != nil {
+					errs[i] = fmt.Errorf("%v: %w", l.refs[i], err)
+					cancel()
+					continue
+				}
+				out[i] = st
+			}
+		}()
+	}
+	for i := range l.refs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	// Report the first real failure in shard order ahead of the cancellations it caused.
+	var canceled error
+	for _, err := range errs {
+		switch {
+		case err == nil:
+		case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+			if canceled == nil {
+				canceled = err
+			}
+		default:
+			return nil, err
+		}
+	}
+	if canceled != nil {
+		return nil, canceled
+	}
+	return out, nil
+}
+
+// Reduce runs t on every shard and merges the results in shard order.
+func (l *Local) Reduce(ctx context.Context, t Task) (reduce.Stats, error) {
+	parts, err := l.Gather(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	return MergeInOrder(parts)
+}
+
+// MergeInOrder folds parts[1:] into parts[0] in order and returns parts[0].
+func MergeInOrder(parts []reduce.Stats) (reduce.Stats, error) {
+	if len(parts) == 0 {
+		return nil, fmt.Errorf("merge: no shard results")
+	}
+	acc := parts[0]
+	for i, p := range parts[1:] {
+		if err := acc.Merge(p); err != nil {
+			return nil, fmt.Errorf("merge shard %d: %w", i+1, err)
+		}
+	}
+	return acc, nil
+}

@@ -1,0 +1,290 @@
+package features
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"gonum.org/v1/gonum/mathext"
+
+	"github.com/gpreduce/gpreduce/internal/kernel"
+)
+
+// DefaultMaxFeatures is the feature limit SizeGL uses when GLSizing.MaxFeatures is 0:
+// 16384 features, for which the s x s Gram matrix G = Z^T Z takes 2 GiB in float64.
+const DefaultMaxFeatures = 16384
+
+// GLSizing holds what SizeGL needs to choose the Gauss-Legendre box and grid. All lengths and
+// frequencies are in standardized input units (frequencies in radians per unit).
+type GLSizing struct {
+	// N is the number of training rows n (>= 1).
+	N int
+	// LengthscaleMin and LengthscaleMax bound the lengthscales the optimizer may visit, per
+	// dimension (0 < min <= max, finite). The minimum sets the box, the maximum the node spacing.
+	LengthscaleMin, LengthscaleMax []float64
+	// SignalVarianceMax is the largest signal variance sigma_f^2 allowed; NoiseVarianceMin the noise
+	// floor sigma_n^2 (both > 0).
+	SignalVarianceMax, NoiseVarianceMin float64
+	// Range holds the data extent R_k = max_i x_ik - min_i x_ik per dimension (>= 0).
+	Range []float64
+	// MaxFeatures refuses grids with more features than this: 0 means DefaultMaxFeatures, and values
+	// above MaxGLFeatures are lowered to it.
+	MaxFeatures int
+	// U optionally overrides the box half-widths (nil = automatic).
+	U []float64
+	// NodesPerDim optionally overrides the node counts (nil = automatic).
+	NodesPerDim []int
+}
+
+// SizeGL chooses the box half-widths U_k and node counts s_k of the Gauss-Legendre features for
+// family f (digest 000, Sections 4 and 6), for the worst case over the hyperparameter box: smallest
+// lengthscale, largest signal variance, smallest noise.
+//
+// Box. Truncating the spectral integral to the box changes every kernel value by at most the
+// spectral mass outside it. n-spectral equivalence tolerates a truncation error of
+// 1/(2 sigma_f^2 n) in the Rayleigh quotient, whose spectral integrand is bounded by
+// n/sigma_n^2 (digest 000, Eq. 17 and 21); hence the tail mass must be at most
+//
+//	delta = sigma_n0^2 / (2 sigma_f0^2 n^2).
+//
+// By a union bound over dimensions it suffices that P(|eta_k| > U_k) <= delta/d for each k, i.e. a
+// one-sided tail of delta/(2d). The marginal of p(.; l) in dimension k is eta_k = T/l_k with T
+// standard normal (RBF) or Student t with 2 nu degrees of freedom (Matern: the spectral density is a
+// multivariate t, whose marginals are t with the same degrees of freedom). So
+//
+//	U_k = Q(1 - delta/(2d)) / LengthscaleMin_k,
+//
+// with Q the quantile of T. It is computed from the upper tail in log space (delta is often far below
+// float64 resolution near 1): for the normal log(erfc(t/sqrt2)/2), with its asymptotic series beyond
+// t = 37; for Student t with nu = 2 nu_M degrees of freedom log((1/2) I_{nu/(nu+t^2)}(nu/2, 1/2)) via
+// mathext.RegIncBeta, with its leading term once the argument is below 1e-30; then bisection.
+// For RBF the paper's closed form U = sqrt(2 ln(4 d sigma_f0^2 n^2 / sigma_n0^2)) / l0 is the same
+// recipe with the Chernoff bound P(T > t) <= exp(-t^2/2) in place of the exact tail, so it is a few
+// percent larger than this U (e.g. 7.0 against 6.6 for d = 1, n = 1e4, sigma_f^2/sigma_n^2 = 100).
+// For Matern the tail is polynomial, U ~ (n^2 sigma_f^2/sigma_n^2)^(1/(2 nu)) / l0: large for
+// nu = 1/2. In degenerate settings (noise above signal, tiny n) the one-sided tail is capped at 1/4
+// so U stays positive.
+//
+// Nodes. With the data extent R_k and the largest lengthscale l_max,k (digest 000, Section 6):
+//
+//	s_k = max( ceil(U_k R_k / 2) + 1, ceil(4 l_max,k U_k) ).
+//
+// The first term keeps the GL node spacing near the centre (~ pi U_k / s_k) below the aliasing
+// limit 2 pi / R_k; the second resolves the spectral density at the largest lengthscale, where it
+// is a spike of width ~ 1/l_max,k. s_k need not be odd.
+//
+// Overrides in c.U or c.NodesPerDim are used as given (validated). SizeGL fails, naming the field,
+// on missing, inverted or nonpositive bounds, N < 1, or inconsistent lengths, and when the grid
+// would need s = prod_k s_k > MaxFeatures features: that error states s, the per-dimension nodes,
+// the memory of G, and how to reduce s.
+func SizeGL(f kernel.Family, c GLSizing) (U []float64, nodes []int, err error) {
+	if err := checkFamily(f); err != nil {
+		return nil, nil, err
+	}
+	d := len(c.LengthscaleMin)
+	if d == 0 {
+		return nil, nil, fmt.Errorf("gl sizing: LengthscaleMin is empty: need a lower lengthscale bound per input dimension")
+	}
+	if len(c.LengthscaleMax) != d {
+		return nil, nil, fmt.Errorf("gl sizing: LengthscaleMax has %d entries but LengthscaleMin has %d: need one per input dimension", len(c.LengthscaleMax), d)
+	}
+	for k := 0; k < d; k++ {
+		lo, hi := c.LengthscaleMin[k], c.LengthscaleMax[k]
+		if !(lo > 0) || math.IsInf(lo, 0) {
+			return nil, nil, fmt.Errorf("gl sizing: LengthscaleMin[%d] = %v: lengthscale bounds must be positive and finite", k, lo)
+		}
+		if !(hi > 0) || math.IsInf(hi, 0) {
+			return nil, nil, fmt.Errorf("gl sizing: LengthscaleMax[%d] = %v: lengthscale bounds must be positive and finite", k, hi)
+		}
+		if lo > hi {
+			return nil, nil, fmt.Errorf("gl sizing: LengthscaleMin[%d] = %v exceeds LengthscaleMax[%d] = %v: the lengthscale bounds are inverted", k, lo, k, hi)
+		}
+	}
+	maxF := c.MaxFeatures
+	switch {
+	case maxF < 0:
+		return nil, nil, fmt.Errorf("gl sizing: MaxFeatures = %d: it must be positive (or 0 for the default %d)", maxF, DefaultMaxFeatures)
+	case maxF == 0:
+		maxF = DefaultMaxFeatures
+	case maxF > MaxGLFeatures:
+		maxF = MaxGLFeatures
+	}
+
+	// Box half-widths.
+	U = make([]float64, d)
+	if c.U != nil {
+		if len(c.U) != d {
+			return nil, nil, fmt.Errorf("gl sizing: U has %d entries for %d input dimensions", len(c.U), d)
+		}
+		for k, u := range c.U {
+			if !(u > 0) || math.IsInf(u, 0) {
+				return nil, nil, fmt.Errorf("gl sizing: U[%d] = %v: box half-widths must be positive and finite", k, u)
+			}
+		}
+		copy(U, c.U)
+	} else {
+		if c.N < 1 {
+			return nil, nil, fmt.Errorf("gl sizing: N = %d: need at least one training row", c.N)
+		}
+		if !(c.SignalVarianceMax > 0) || math.IsInf(c.SignalVarianceMax, 0) {
+			return nil, nil, fmt.Errorf("gl sizing: SignalVarianceMax = %v: it must be positive and finite", c.SignalVarianceMax)
+		}
+		if !(c.NoiseVarianceMin > 0) || math.IsInf(c.NoiseVarianceMin, 0) {
+			return nil, nil, fmt.Errorf("gl sizing: NoiseVarianceMin = %v: the noise floor must be positive and finite (GL features need a noise floor)", c.NoiseVarianceMin)
+		}
+		// log of the one-sided per-dimension tail delta/(2d), delta = sn2 / (2 sf2 n^2).
+		lp := math.Log(c.NoiseVarianceMin) - math.Ln2 - math.Log(c.SignalVarianceMax) - 2*math.Log(float64(c.N)) - math.Log(2*float64(d))
+		lp = math.Min(lp, -2*math.Ln2)
+		t, err := upperTailQuantile(f, lp)
+		if err != nil {
+			return nil, nil, err
+		}
+		for k := range U {
+			U[k] = t / c.LengthscaleMin[k]
+			if math.IsInf(U[k], 0) {
+				return nil, nil, fmt.Errorf("gl sizing: the box half-width U[%d] overflows (tail quantile %g, LengthscaleMin %g): raise the noise floor or use --method rff", k, t, c.LengthscaleMin[k])
+			}
+		}
+	}
+
+	// Node counts, as floats until they are known to fit.
+	sk := make([]float64, d)
+	if c.NodesPerDim != nil {
+		if len(c.NodesPerDim) != d {
+			return nil, nil, fmt.Errorf("gl sizing: NodesPerDim has %d entries for %d input dimensions", len(c.NodesPerDim), d)
+		}
+		for k, n := range c.NodesPerDim {
+			if n < 1 {
+				return nil, nil, fmt.Errorf("gl sizing: NodesPerDim[%d] = %d: node counts must be at least 1", k, n)
+			}
+			sk[k] = float64(n)
+		}
+	} else {
+		if len(c.Range) != d {
+			return nil, nil, fmt.Errorf("gl sizing: Range has %d entries for %d input dimensions: need the data extent per dimension", len(c.Range), d)
+		}
+		for k := 0; k < d; k++ {
+			r := c.Range[k]
+			if !(r >= 0) || math.IsInf(r, 0) {
+				return nil, nil, fmt.Errorf("gl sizing: Range[%d] = %v: the data extent must be nonnegative and finite", k, r)
+			}
+			alias := math.Ceil(U[k]*r/2) + 1
+			resolve := math.Ceil(4 * c.LengthscaleMax[k] * U[k])
+			sk[k] = math.Max(alias, resolve)
+		}
+	}
+	total := 1.0
+	for _, v := range sk {
+		total *= v
+	}
+	perDimOK := true
+	for _, v := range sk {
+		if v > MaxGaussLegendrePoints {
+			perDimOK = false
+		}
+	}
+	if total > float64(maxF) || !perDimOK {
+		return nil, nil, sizeError(total, sk, U, maxF)
+	}
+	nodes = make([]int, d)
+	for k, v := range sk {
+		nodes[k] = int(v)
+	}
+	return U, nodes, nil
+}
+
+func sizeError(total float64, sk, U []float64, maxF int) error {
+	parts := make([]string, len(sk))
+	for k, v := range sk {
+		parts[k] = fmt.Sprintf("%.6g", v)
+	}
+	us := make([]string, len(U))
+	for k, v := range U {
+		us[k] = fmt.Sprintf("%.4g", v)
+	}
+	limit := fmt.Sprintf("MaxFeatures = %d", maxF)
+	if total <= float64(maxF) {
+		limit = fmt.Sprintf("a single dimension may have at most %d nodes", MaxGaussLegendrePoints)
+	}
+	return fmt.Errorf("gl sizing: the Gauss-Legendre grid needs s = %.6g features (nodes per dimension [%s], box half-widths U = [%s]), "+
+		"but %s; the Gram matrix G = Z^T Z alone would need %s. "+
+		"Narrow --lengthscale-bounds (raise the minimum or lower the maximum), raise the noise floor, "+
+		"set --nodes-per-dim / --features, or use --method rff or --method grief for higher d",
+		total, strings.Join(parts, " "), strings.Join(us, " "), limit, formatBytes(8*total*total))
+}
+
+func formatBytes(b float64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+	i := 0
+	for b >= 1024 && i < len(units)-1 {
+		b /= 1024
+		i++
+	}
+	return fmt.Sprintf("%.3g %s", b, units[i])
+}
+
+// upperTailQuantile returns the t >= 0 with log P(T > t) = lp (lp <= log 1/2) for the unit-lengthscale
+// one-dimensional marginal T of family f's spectral density: standard normal for RBF, Student t with
+// 2 nu degrees of freedom for Matern. It brackets by doubling and bisects to full precision, returning
+// the upper end of the final bracket, so P(T > t) <= exp(lp).
+func upperTailQuantile(f kernel.Family, lp float64) (float64, error) {
+	tail := func(t float64) float64 { return logNormalUpperTail(t) }
+	if f != kernel.RBF {
+		df := 2 * f.Nu()
+		tail = func(t float64) float64 { return logStudentUpperTail(df, t) }
+	}
+	lo, hi := 0.0, 1.0
+	for tail(hi) > lp {
+		lo = hi
+		hi *= 2
+		if hi > 1e300 {
+			return 0, fmt.Errorf("gl sizing: the spectral tail of %v needs a box wider than 1e300/l (log tail target %g): raise the noise floor or use --method rff", f, lp)
+		}
+	}
+	for i := 0; i < 200; i++ {
+		mid := lo + (hi-lo)/2
+		if mid <= lo || mid >= hi {
+			break
+		}
+		if tail(mid) > lp {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return hi, nil
+}
+
+// logNormalUpperTail returns log P(Z > t) for a standard normal Z and t >= 0:
+// log(erfc(t/sqrt2)/2) while erfc is representable, then the asymptotic series
+// P(Z > t) = phi(t)/t (1 - t^-2 + 3 t^-4 - 15 t^-6 + 105 t^-8 - 945 t^-10 + ...), whose
+// truncation error at t >= 37 is below 2e-15 relative.
+func logNormalUpperTail(t float64) float64 {
+	if t < 37 {
+		return math.Log(0.5 * math.Erfc(t/math.Sqrt2))
+	}
+	t2 := t * t
+	u := 1 / t2
+	series := 1 - u*(1-3*u*(1-5*u*(1-7*u*(1-9*u))))
+	return -t2/2 - math.Log(t) - 0.5*math.Log(2*math.Pi) + math.Log(series)
+}
+
+// logStudentUpperTail returns log P(T > t) for a Student t variable with df degrees of freedom and
+// t >= 0: log((1/2) I_x(df/2, 1/2)), x = df/(df+t^2). For x < 1e-30 it uses the leading term
+// I_x(a, b) ~ x^a / (a B(a, b)) (relative error O(x)), which also avoids overflow of t^2.
+func logStudentUpperTail(df, t float64) float64 {
+	a, b := df/2, 0.5
+	var lx float64
+	if t < 1e100 {
+		lx = math.Log(df) - math.Log(df+t*t)
+	} else {
+		lx = math.Log(df) - 2*math.Log(t)
+	}
+	if lx > -69 { // x > 1e-30
+		return math.Log(0.5 * mathext.RegIncBeta(a, b, df/(df+t*t)))
+	}
+	la, _ := math.Lgamma(a)
+	lb, _ := math.Lgamma(b)
+	lab, _ := math.Lgamma(a + b)
+	return -math.Ln2 + a*lx - math.Log(a) - (la + lb - lab)
+}

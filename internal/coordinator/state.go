@@ -1,0 +1,298 @@
+package coordinator
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Errors returned by the proposing and reading methods of Node. They are wrapped with the job
+// and operation, so test them with errors.Is.
+var (
+	// ErrJobNotFound means no job has the given ID.
+	ErrJobNotFound = errors.New("job not found")
+	// ErrJobExists means a job with the given ID was already submitted.
+	ErrJobExists = errors.New("job already exists")
+	// ErrInvalidTransition means the requested state change is not allowed from the job's
+	// current state (for example a finished job cannot run again or be canceled).
+	ErrInvalidTransition = errors.New("invalid job state transition")
+	// ErrJobNotRunning means a checkpoint or model was offered for a job that is not running.
+	ErrJobNotRunning = errors.New("job is not running")
+	// ErrCheckpointTooLarge means a checkpoint exceeds Config.MaxCheckpointBytes.
+	ErrCheckpointTooLarge = errors.New("checkpoint too large")
+	// ErrNoModel means the job has no complete model.
+	ErrNoModel = errors.New("job has no model")
+	// ErrModelUpload means a model chunk or commit did not match the upload in progress
+	// (wrong upload, chunk out of order, size or sha256 mismatch).
+	ErrModelUpload = errors.New("model upload rejected")
+	// ErrInvalidArgument means a proposal was malformed (empty job ID, empty model, ...).
+	ErrInvalidArgument = errors.New("invalid argument")
+)
+
+// JobState is the life-cycle state of a job. A job starts Pending, runs, and ends in exactly
+// one of the finished states Succeeded, Failed or Canceled, which it never leaves.
+type JobState int
+
+// Job states. The zero JobState is not a valid state.
+const (
+	JobPending JobState = iota + 1
+	JobRunning
+	JobSucceeded
+	JobFailed
+	JobCanceled
+)
+
+// String returns the lower-case name of the state ("pending", "running", ...).
+func (s JobState) String() string {
+	switch s {
+	case JobPending:
+		return "pending"
+	case JobRunning:
+		return "running"
+	case JobSucceeded:
+		return "succeeded"
+	case JobFailed:
+		return "failed"
+	case JobCanceled:
+		return "canceled"
+	default:
+		return fmt.Sprintf("JobState(%d)", int(s))
+	}
+}
+
+// Finished reports whether s is a final state (Succeeded, Failed or Canceled).
+func (s JobState) Finished() bool {
+	return s == JobSucceeded || s == JobFailed || s == JobCanceled
+}
+
+// canMove reports whether a job may go from state s to state to.
+func (s JobState) canMove(to JobState) bool {
+	switch s {
+	case JobPending:
+		return to == JobRunning || to == JobFailed || to == JobCanceled
+	case JobRunning:
+		return to == JobSucceeded || to == JobFailed || to == JobCanceled
+	default:
+		return false
+	}
+}
+
+// Job is one training job as replicated by raft. The byte fields are opaque to this package:
+// the caller encodes the spec, the checkpoint and the metrics. Values returned by Node are
+// copies and may be modified freely.
+type Job struct {
+	// ID is the job's unique, caller-chosen identifier.
+	ID string
+	// Spec is the job specification, encoded by the caller.
+	Spec []byte
+	// State is the job's life-cycle state.
+	State JobState
+	// Error is the reason given with the last state change (set for failed jobs).
+	Error string
+	// CreatedAt is the leader's time at submission.
+	CreatedAt time.Time
+	// UpdatedAt is the leader's time at the last change of the job.
+	UpdatedAt time.Time
+	// Iteration is the optimizer iteration of the last checkpoint.
+	Iteration int
+	// Objective is the objective value at the last checkpoint.
+	Objective float64
+	// Checkpoint is the last checkpoint (opaque, at most Config.MaxCheckpointBytes).
+	Checkpoint []byte
+	// Metrics are the finished model's metrics (opaque JSON), set with the model.
+	Metrics []byte
+	// ModelSize is the size in bytes of the committed model, 0 if there is none.
+	ModelSize int64
+	// ModelHash is the hex sha256 of the committed model, "" if there is none.
+	ModelHash string
+}
+
+// clone returns a deep copy of j.
+func (j Job) clone() Job {
+	j.Spec = bytes.Clone(j.Spec)
+	j.Checkpoint = bytes.Clone(j.Checkpoint)
+	j.Metrics = bytes.Clone(j.Metrics)
+	return j
+}
+
+// jobEntry is a job with its stored model and any model upload in progress. Byte slices held
+// here are never modified in place, only replaced, so a snapshot can share them.
+type jobEntry struct {
+	job    Job
+	model  [][]byte // committed model chunks, nil if none
+	upload *upload  // model upload in progress, nil if none
+}
+
+// upload is a model being written chunk by chunk. Its id is the raft index of its first chunk.
+type upload struct {
+	id     uint64
+	chunks [][]byte
+	size   int64
+}
+
+// state is the replicated state: all jobs by ID. Its methods are the deterministic effects of
+// the commands; they depend only on the state and the command, never on the clock or the
+// local configuration. The FSM serializes access.
+type state struct {
+	jobs map[string]*jobEntry
+}
+
+func newState() *state {
+	return &state{jobs: make(map[string]*jobEntry)}
+}
+
+func (s *state) get(id string) (*jobEntry, error) {
+	e, ok := s.jobs[id]
+	if !ok {
+		return nil, fmt.Errorf("job %q: %w", id, ErrJobNotFound)
+	}
+	return e, nil
+}
+
+func (s *state) submit(c submitCmd) error {
+	if c.ID == "" {
+		return fmt.Errorf("submit: empty job ID: %w", ErrInvalidArgument)
+	}
+	if _, ok := s.jobs[c.ID]; ok {
+		return fmt.Errorf("submit job %q: %w", c.ID, ErrJobExists)
+	}
+	s.jobs[c.ID] = &jobEntry{job: Job{
+		ID:        c.ID,
+		Spec:      c.Spec,
+		State:     JobPending,
+		CreatedAt: c.Time,
+		UpdatedAt: c.Time,
+	}}
+	return nil
+}
+
+func (s *state) setState(c setStateCmd) error {
+	e, err := s.get(c.ID)
+	if err != nil {
+		return fmt.Errorf("set state: %w", err)
+	}
+	from := e.job.State
+	if !from.canMove(c.State) {
+		return fmt.Errorf("job %q: %s -> %s: %w", c.ID, from, c.State, ErrInvalidTransition)
+	}
+	if c.State == JobSucceeded && e.model == nil {
+		return fmt.Errorf("job %q: %s -> %s: put the model first: %w", c.ID, from, c.State, ErrNoModel)
+	}
+	e.job.State = c.State
+	e.job.Error = c.Error
+	e.job.UpdatedAt = c.Time
+	if c.State.Finished() {
+		e.upload = nil
+	}
+	return nil
+}
+
+func (s *state) checkpoint(c checkpointCmd) error {
+	e, err := s.get(c.ID)
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	if e.job.State != JobRunning {
+		return fmt.Errorf("checkpoint job %q (%s): %w", c.ID, e.job.State, ErrJobNotRunning)
+	}
+	e.job.Iteration = c.Iteration
+	e.job.Objective = c.Objective
+	e.job.Checkpoint = c.Checkpoint
+	e.job.UpdatedAt = c.Time
+	return nil
+}
+
+// modelChunk appends a chunk to the job's model upload. Chunk 0 starts a new upload (dropping
+// any unfinished one) whose ID is index, the chunk's raft log index; it returns the upload ID.
+func (s *state) modelChunk(index uint64, c modelChunkCmd) (uint64, error) {
+	e, err := s.get(c.ID)
+	if err != nil {
+		return 0, fmt.Errorf("model chunk: %w", err)
+	}
+	if e.job.State != JobRunning {
+		return 0, fmt.Errorf("model chunk for job %q (%s): %w", c.ID, e.job.State, ErrJobNotRunning)
+	}
+	if c.Seq == 0 {
+		e.upload = &upload{id: index, chunks: [][]byte{c.Data}, size: int64(len(c.Data))}
+		return index, nil
+	}
+	u := e.upload
+	if u == nil || u.id != c.Upload {
+		return 0, fmt.Errorf("model chunk %d for job %q: upload %d is not in progress: %w", c.Seq, c.ID, c.Upload, ErrModelUpload)
+	}
+	if c.Seq != len(u.chunks) {
+		return 0, fmt.Errorf("model chunk for job %q: got chunk %d, want %d: %w", c.ID, c.Seq, len(u.chunks), ErrModelUpload)
+	}
+	u.chunks = append(u.chunks, c.Data)
+	u.size += int64(len(c.Data))
+	return u.id, nil
+}
+
+// modelCommit checks the upload against the announced chunk count, size and sha256 and makes
+// it the job's model.
+func (s *state) modelCommit(c modelCommitCmd) error {
+	e, err := s.get(c.ID)
+	if err != nil {
+		return fmt.Errorf("model commit: %w", err)
+	}
+	if e.job.State != JobRunning {
+		return fmt.Errorf("model commit for job %q (%s): %w", c.ID, e.job.State, ErrJobNotRunning)
+	}
+	u := e.upload
+	if u == nil || u.id != c.Upload {
+		return fmt.Errorf("model commit for job %q: upload %d is not in progress: %w", c.ID, c.Upload, ErrModelUpload)
+	}
+	// Whatever the outcome, this upload is over.
+	e.upload = nil
+	if len(u.chunks) != c.Chunks || u.size != c.Size {
+		return fmt.Errorf("model commit for job %q: have %d chunks, %d bytes, want %d chunks, %d bytes: %w",
+			c.ID, len(u.chunks), u.size, c.Chunks, c.Size, ErrModelUpload)
+	}
+	h := sha256.New()
+	for _, ch := range u.chunks {
+		h.Write(ch)
+	}
+	if sum := hex.EncodeToString(h.Sum(nil)); sum != c.SHA256 {
+		return fmt.Errorf("model commit for job %q: sha256 %s, want %s: %w", c.ID, sum, c.SHA256, ErrModelUpload)
+	}
+	e.model = u.chunks
+	e.job.ModelSize = u.size
+	e.job.ModelHash = c.SHA256
+	e.job.Metrics = c.Metrics
+	e.job.UpdatedAt = c.Time
+	return nil
+}
+
+func (s *state) cancel(c cancelCmd) error {
+	e, err := s.get(c.ID)
+	if err != nil {
+		return fmt.Errorf("cancel: %w", err)
+	}
+	if !e.job.State.canMove(JobCanceled) {
+		return fmt.Errorf("cancel job %q (%s): %w", c.ID, e.job.State, ErrInvalidTransition)
+	}
+	e.job.State = JobCanceled
+	e.job.UpdatedAt = c.Time
+	e.upload = nil
+	return nil
+}
+
+// sortedEntries returns the entries ordered by CreatedAt, then ID.
+func (s *state) sortedEntries() []*jobEntry {
+	out := make([]*jobEntry, 0, len(s.jobs))
+	for _, e := range s.jobs {
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(a, b *jobEntry) int {
+		if c := a.job.CreatedAt.Compare(b.job.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.job.ID, b.job.ID)
+	})
+	return out
+}

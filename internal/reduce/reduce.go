@@ -150,3 +150,25 @@ func (m *Moments) Var(j int) float64 {
 	}
 	return m.M2[j] / float64(m.N-1)
 }
+
+// Rows is a block of rows (inputs X, row-major with D columns, and targets Y). Merge
+// concatenates, so a merge in shard order reproduces the rows in their original order.
+type Rows struct {
+	D int
+	X []float64
+	Y []float64
+}
+
+// Merge appends next's rows after r's.
+func (r *Rows) Merge(next Stats) error {
+	o, ok := next.(*Rows)
+	if !ok {
+		return fmt.Errorf("merge Rows with %T", next)
+	}
+	if o.D != r.D {
+		return fmt.Errorf("merge Rows of %d columns with %d", r.D, o.D)
+	}
+	r.X = append(r.X, o.X...)
+	r.Y = append(r.Y, o.Y...)
+	return nil
+}

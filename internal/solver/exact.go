@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas64"
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/gpreduce/gpreduce/internal/kernel"
@@ -98,34 +100,54 @@ func (e *Exact) Gradient() []float64 {
 	return grad
 }
 
-// Predict writes the predictive mean k_*^T alpha and the latent variance
-// k(x,x) - k_*^T K^-1 k_* for each row of xs (row-major, d columns). The noisy variance is
-// the latent variance plus Noise.
+// Predict writes the predictive mean k_*^T alpha and, when latentVar is not nil, the latent
+// variance k(x,x) - k_*^T K^-1 k_* for each row of xs (row-major, d columns). The noisy
+// variance is the latent variance plus Noise.
 func (e *Exact) Predict(xs []float64, mean, latentVar []float64) {
-	n, d := len(e.Y), e.D
-	ks := mat.NewVecDense(n, nil)
-	v := mat.NewVecDense(n, nil)
-	a := e.alpha.RawVector().Data
+	e.Predictor().Predict(xs, mean, latentVar)
+}
+
+// Predictor returns the parts of the posterior that prediction needs, detached from the
+// factorisation: the training inputs, alpha = K^-1 y and the upper Cholesky factor R of K.
+func (e *Exact) Predictor() *ExactPredictor {
+	n := len(e.Y)
 	var u mat.TriDense
-	if latentVar != nil {
-		e.chol.UTo(&u)
+	e.chol.UTo(&u)
+	raw := u.RawTriangular()
+	R := make([]float64, n*n)
+	for i := 0; i < n; i++ {
+		copy(R[i*n+i:(i+1)*n], raw.Data[i*raw.Stride+i:i*raw.Stride+n])
 	}
+	return &ExactPredictor{Kernel: e.Kernel, Noise: e.Noise, X: e.X, D: e.D, Alpha: append([]float64(nil), e.Alpha()...), R: R}
+}
+
+// ExactPredictor predicts from a factorised exact GP: mean(x) = k(x, X) Alpha and latent
+// variance k(x, x) - ||R^-T k(X, x)||^2 with K = R^T R (R upper triangular, n x n row-major).
+type ExactPredictor struct {
+	Kernel kernel.Kernel
+	Noise  float64
+	X      []float64
+	D      int
+	Alpha  []float64
+	R      []float64
+}
+
+// Predict writes the mean and, when latentVar is not nil, the latent variance for each row of
+// xs (row-major, D columns).
+func (p *ExactPredictor) Predict(xs []float64, mean, latentVar []float64) {
+	n, d := len(p.Alpha), p.D
+	ks := make([]float64, n)
+	r := blas64.Triangular{Uplo: blas.Upper, Diag: blas.NonUnit, N: n, Stride: n, Data: p.R}
 	for t := range mean {
 		x := xs[t*d : (t+1)*d]
-		var m float64
 		for i := 0; i < n; i++ {
-			kv := e.Kernel.Eval(x, e.X[i*d:(i+1)*d])
-			ks.SetVec(i, kv)
-			m += kv * a[i]
+			ks[i] = p.Kernel.Eval(x, p.X[i*d:(i+1)*d])
 		}
-		mean[t] = m
+		mean[t] = dot(ks, p.Alpha)
 		if latentVar == nil {
 			continue
 		}
-		// v = U^-T k_* (K = U^T U), latent variance = k(x,x) - ||v||^2.
-		if err := v.SolveVec(u.T(), ks); err != nil {
-			panic(fmt.Sprintf("exact GP: triangular solve: %v", err)) // unreachable for a factorised SPD matrix
-		}
-		latentVar[t] = math.Max(0, e.Kernel.Eval(x, x)-mat.Dot(v, v))
+		blas64.Trsv(blas.Trans, r, blas64.Vector{N: n, Inc: 1, Data: ks})
+		latentVar[t] = math.Max(0, p.Kernel.Eval(x, x)-dot(ks, ks))
 	}
 }

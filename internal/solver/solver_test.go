@@ -114,10 +114,13 @@ func TestExactPredictionMatchesDenseSolve(t *testing.T) {
 func TestExactRejectsBadInput(t *testing.T) {
 	k := kernel.Kernel{Family: kernel.RBF, Lengthscales: []float64{1}, SignalVariance: 1}
 	cases := map[string]func() error{
-		"zero noise":  func() error { _, err := NewExact(k, 0, []float64{0, 1}, 1, []float64{0, 1}); return err },
-		"dim":         func() error { _, err := NewExact(k, 0.1, []float64{0, 1}, 2, []float64{0}); return err },
-		"empty":       func() error { _, err := NewExact(k, 0.1, nil, 1, nil); return err },
-		"lengthscale": func() error { _, err := NewExact(kernel.Kernel{Lengthscales: []float64{-1}, SignalVariance: 1}, 0.1, []float64{0}, 1, []float64{0}); return err },
+		"zero noise": func() error { _, err := NewExact(k, 0, []float64{0, 1}, 1, []float64{0, 1}); return err },
+		"dim":        func() error { _, err := NewExact(k, 0.1, []float64{0, 1}, 2, []float64{0}); return err },
+		"empty":      func() error { _, err := NewExact(k, 0.1, nil, 1, nil); return err },
+		"lengthscale": func() error {
+			_, err := NewExact(kernel.Kernel{Lengthscales: []float64{-1}, SignalVariance: 1}, 0.1, []float64{0}, 1, []float64{0})
+			return err
+		},
 	}
 	for name, f := range cases {
 		if f() == nil {

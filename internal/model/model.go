@@ -1,0 +1,258 @@
+package model
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"encoding/gob"
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/gpreduce/gpreduce/internal/features"
+	"github.com/gpreduce/gpreduce/internal/kernel"
+	"github.com/gpreduce/gpreduce/internal/shard"
+	"github.com/gpreduce/gpreduce/internal/solver"
+)
+
+// Version is the encoding version written by Encode. Decode accepts only versions it knows.
+const Version = 1
+
+// magic opens every encoded model.
+var magic = [8]byte{'G', 'P', 'R', 'M', 'O', 'D', 'E', 'L'}
+
+// Hyper holds GP hyperparameters: lengthscales in input units, signal and noise variances in
+// squared target units.
+type Hyper struct {
+	Lengthscales   []float64
+	SignalVariance float64
+	NoiseVariance  float64
+}
+
+// GLParams fixes a Gauss-Legendre feature map: the box half-widths U (angular frequency per
+// standardized input unit) and nodes per dimension.
+type GLParams struct {
+	U           []float64
+	NodesPerDim []int
+}
+
+// RFFParams fixes a random Fourier feature map: base frequencies (Features/2 rows of D).
+type RFFParams struct {
+	Omega    []float64
+	Features int
+}
+
+// Model is a trained GP regression model. Hyper is in standardized units (inputs and target
+// scaled by Transform); Original converts. Exactly one of the posterior groups is set:
+// Features with GL or RFF, or Exact.
+type Model struct {
+	Version    int
+	Method     string
+	Kernel     string
+	D          int
+	Columns    []string
+	Target     string
+	Transform  shard.Transform
+	Hyper      Hyper
+	LogLik     float64   // log marginal likelihood of the standardized training targets
+	Trace      []float64 // objective (negative log marginal likelihood) after each iteration
+	Iterations int
+	NTrain     int
+
+	GL       *GLParams
+	RFF      *RFFParams
+	Features *solver.FeaturePredictor
+	Exact    *solver.ExactPredictor
+}
+
+// Original returns the hyperparameters in the original units of the data:
+// l_k * XScale_k, sigma_f^2 * YScale^2, sigma_n^2 * YScale^2.
+func (m *Model) Original() Hyper {
+	h := Hyper{Lengthscales: make([]float64, len(m.Hyper.Lengthscales))}
+	for k, l := range m.Hyper.Lengthscales {
+		h.Lengthscales[k] = l * m.Transform.XScale[k]
+	}
+	s2 := m.Transform.YScale * m.Transform.YScale
+	h.SignalVariance = m.Hyper.SignalVariance * s2
+	h.NoiseVariance = m.Hyper.NoiseVariance * s2
+	return h
+}
+
+// Prediction holds per-row predictions in original target units.
+type Prediction struct {
+	Mean      []float64
+	LatentVar []float64 // variance of the latent function f(x)
+	NoisyVar  []float64 // variance of a new noisy observation y = f(x) + eps
+}
+
+// predictBlock is how many rows are mapped to features at a time.
+const predictBlock = 512
+
+// Predict returns the predictive mean, latent variance and noisy variance for the rows of x
+// (row-major, D columns, original units).
+func (m *Model) Predict(x []float64, rows int) (Prediction, error) {
+	if len(x) != rows*m.D {
+		return Prediction{}, fmt.Errorf("predict: %d values for %d rows of %d columns", len(x), rows, m.D)
+	}
+	p := Prediction{Mean: make([]float64, rows), LatentVar: make([]float64, rows), NoisyVar: make([]float64, rows)}
+	xs := make([]float64, min(rows, predictBlock)*m.D)
+	var fm featureMap
+	var z []float64
+	switch {
+	case m.GL != nil:
+		fam, err := kernel.ParseFamily(m.Kernel)
+		if err != nil {
+			return Prediction{}, err
+		}
+		gl, err := features.NewGL(fam, m.GL.U, m.GL.NodesPerDim)
+		if err != nil {
+			return Prediction{}, fmt.Errorf("predict: rebuild features: %w", err)
+		}
+		fm = gl.MapBlock
+		z = make([]float64, min(rows, predictBlock)*gl.NumFeatures())
+	case m.RFF != nil:
+		fam, err := kernel.ParseFamily(m.Kernel)
+		if err != nil {
+			return Prediction{}, err
+		}
+		r := &features.RFF{Family: fam, D: m.D, Omega: m.RFF.Omega}
+		ls := m.Hyper.Lengthscales
+		fm = func(x []float64, rows int, dst []float64) { r.MapBlock(ls, x, rows, dst) }
+		z = make([]float64, min(rows, predictBlock)*m.RFF.Features)
+	}
+	for lo := 0; lo < rows; lo += predictBlock {
+		hi := min(rows, lo+predictBlock)
+		n := hi - lo
+		for i := 0; i < n; i++ {
+			m.Transform.ApplyRow(x[(lo+i)*m.D:(lo+i+1)*m.D], xs[i*m.D:(i+1)*m.D])
+		}
+		mean, lv := p.Mean[lo:hi], p.LatentVar[lo:hi]
+		switch {
+		case fm != nil:
+			fm(xs[:n*m.D], n, z)
+			m.Features.Predict(z, n, mean, lv)
+		case m.Exact != nil:
+			m.Exact.Predict(xs[:n*m.D], mean, lv)
+		default:
+			return Prediction{}, fmt.Errorf("predict: model has no posterior")
+		}
+	}
+	s2 := m.Transform.YScale * m.Transform.YScale
+	for i := range p.Mean {
+		p.Mean[i] = p.Mean[i]*m.Transform.YScale + m.Transform.YMean
+		p.LatentVar[i] *= s2
+		p.NoisyVar[i] = p.LatentVar[i] + m.Hyper.NoiseVariance*s2
+	}
+	return p, nil
+}
+
+type featureMap func(x []float64, rows int, dst []float64)
+
+// Encode writes the model: 8 magic bytes, the version as a little-endian uint32, then the
+// model in encoding/gob. The same model always encodes to the same bytes.
+func (m *Model) Encode(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	if _, err := bw.Write(magic[:]); err != nil {
+		return fmt.Errorf("encode model: %w", err)
+	}
+	if err := binary.Write(bw, binary.LittleEndian, uint32(Version)); err != nil {
+		return fmt.Errorf("encode model: %w", err)
+	}
+	if err := gob.NewEncoder(bw).Encode(m); err != nil {
+		return fmt.Errorf("encode model: %w", err)
+	}
+	return bw.Flush()
+}
+
+// Bytes returns the encoded model.
+func (m *Model) Bytes() ([]byte, error) {
+	var b bytes.Buffer
+	if err := m.Encode(&b); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// Decode reads a model written by Encode and checks that it is complete and consistent, so a
+// decoded model never panics in Predict.
+func Decode(r io.Reader) (*Model, error) {
+	var head [8]byte
+	if _, err := io.ReadFull(r, head[:]); err != nil || head != magic {
+		return nil, fmt.Errorf("decode model: not a gpreduce model file (bad magic)")
+	}
+	var v uint32
+	if err := binary.Read(r, binary.LittleEndian, &v); err != nil {
+		return nil, fmt.Errorf("decode model: %w", err)
+	}
+	if v != Version {
+		return nil, fmt.Errorf("decode model: encoding version %d; this build reads version %d", v, Version)
+	}
+	var m Model
+	if err := gob.NewDecoder(r).Decode(&m); err != nil {
+		return nil, fmt.Errorf("decode model: %w", err)
+	}
+	if err := m.Validate(); err != nil {
+		return nil, fmt.Errorf("decode model: %w", err)
+	}
+	return &m, nil
+}
+
+// Validate checks the shapes of every part of the model.
+func (m *Model) Validate() error {
+	if m.Version != Version {
+		return fmt.Errorf("model version %d, want %d", m.Version, Version)
+	}
+	if _, err := kernel.ParseFamily(m.Kernel); err != nil {
+		return err
+	}
+	d := m.D
+	if d < 1 || len(m.Hyper.Lengthscales) != d || len(m.Transform.XMean) != d || len(m.Transform.XScale) != d {
+		return fmt.Errorf("model dimensions disagree: d=%d, %d lengthscales, %d column means", d, len(m.Hyper.Lengthscales), len(m.Transform.XMean))
+	}
+	for _, v := range append(append([]float64{m.Hyper.SignalVariance, m.Hyper.NoiseVariance, m.Transform.YScale}, m.Hyper.Lengthscales...), m.Transform.XScale...) {
+		if !(v > 0) || math.IsInf(v, 0) {
+			return fmt.Errorf("model has a nonpositive or infinite scale %v", v)
+		}
+	}
+	groups := 0
+	if m.Features != nil {
+		groups++
+		s := len(m.Features.Beta)
+		if len(m.Features.SqrtH) != s || len(m.Features.R) != s*s {
+			return fmt.Errorf("feature posterior shapes disagree (s=%d)", s)
+		}
+		switch {
+		case m.GL != nil && m.RFF == nil:
+			if len(m.GL.U) != d || len(m.GL.NodesPerDim) != d {
+				return fmt.Errorf("GL feature map has %d box widths and %d node counts for d=%d", len(m.GL.U), len(m.GL.NodesPerDim), d)
+			}
+			prod := 1
+			for _, k := range m.GL.NodesPerDim {
+				if k < 1 || prod > s {
+					return fmt.Errorf("GL node counts %v do not give %d features", m.GL.NodesPerDim, s)
+				}
+				prod *= k
+			}
+			if prod != s {
+				return fmt.Errorf("GL node counts %v do not give %d features", m.GL.NodesPerDim, s)
+			}
+		case m.RFF != nil && m.GL == nil:
+			if m.RFF.Features != s || len(m.RFF.Omega) != s/2*d {
+				return fmt.Errorf("RFF map of %d features and %d frequencies for s=%d", m.RFF.Features, len(m.RFF.Omega), s)
+			}
+		default:
+			return fmt.Errorf("feature posterior needs exactly one feature map")
+		}
+	}
+	if m.Exact != nil {
+		groups++
+		n := len(m.Exact.Alpha)
+		if m.Exact.D != d || len(m.Exact.X) != n*d || len(m.Exact.R) != n*n {
+			return fmt.Errorf("exact posterior shapes disagree (n=%d)", n)
+		}
+	}
+	if groups != 1 {
+		return fmt.Errorf("model has %d posteriors, want 1", groups)
+	}
+	return nil
+}

@@ -1,0 +1,82 @@
+package train
+
+// The exact GP by Cholesky, exposed as a method: the reference every approximation is
+// measured against. All rows are gathered to the coordinator, so it refuses more than
+// Spec.ExactMaxRows rows (default DefaultExactMaxRows): each likelihood evaluation is an
+// O(n^3) Cholesky plus an O(n^3) inverse for the gradient traces, and n^2 floats of memory.
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/gpreduce/gpreduce/internal/engine"
+	"github.com/gpreduce/gpreduce/internal/kernel"
+	"github.com/gpreduce/gpreduce/internal/model"
+	"github.com/gpreduce/gpreduce/internal/reduce"
+	"github.com/gpreduce/gpreduce/internal/shard"
+	"github.com/gpreduce/gpreduce/internal/solver"
+)
+
+func trainExact(ctx context.Context, eng engine.Engine, spec Spec, p *prepared, obs Observer) (*model.Model, error) {
+	limit := spec.ExactMaxRows
+	if limit == 0 {
+		limit = DefaultExactMaxRows
+	}
+	if p.n > limit {
+		return nil, fmt.Errorf("exact: %d training rows exceed the exact method's limit of %d (exact-max-rows): its cost grows as n^3 and its memory as n^2; use --method gl or rff for large n, or raise --exact-max-rows", p.n, limit)
+	}
+	fam, _ := kernel.ParseFamily(spec.Kernel)
+	d := p.d
+	obs(Event{Phase: "gather", Message: fmt.Sprintf("gathering %d rows", p.n)})
+	st, err := eng.Reduce(ctx, &RowsTask{Transform: p.tf})
+	if err != nil {
+		return nil, fmt.Errorf("exact: gather rows: %w", err)
+	}
+	rows, ok := st.(*reduce.Rows)
+	if !ok {
+		return nil, fmt.Errorf("exact: gather returned %T", st)
+	}
+	build := func(theta []float64) (*solver.Exact, error) {
+		h := hyperOf(theta, d)
+		return solver.NewExact(kernel.Kernel{Family: fam, Lengthscales: h.Lengthscales, SignalVariance: h.SignalVariance}, h.NoiseVariance, rows.X, d, rows.Y)
+	}
+	obj := func(theta, grad []float64) (float64, error) {
+		e, err := build(theta)
+		if err != nil {
+			return math.Inf(1), nil // not positive definite here: a failed step, not a failed job
+		}
+		for i, g := range e.Gradient() {
+			grad[i] = -g
+		}
+		return -e.LogMarginalLikelihood(), nil
+	}
+	lower, upper := box(spec, d)
+	fit, err := optimize(ctx, obj, lower, upper, spec.maxIter(), p.n, obs)
+	if err != nil {
+		return nil, fmt.Errorf("exact: %w", err)
+	}
+	obs(Event{Phase: "fit", Message: "posterior at the optimum"})
+	e, err := build(fit.theta)
+	if err != nil {
+		return nil, fmt.Errorf("exact: final fit: %w", err)
+	}
+	m := newModel(spec, p, fit, e.LogMarginalLikelihood())
+	m.Exact = e.Predictor()
+	return m, nil
+}
+
+// RowsTask returns a shard's rows standardized, for methods that need all rows in one place.
+type RowsTask struct {
+	Transform shard.Transform
+}
+
+// Map standardizes the shard's rows.
+func (t *RowsTask) Map(_ context.Context, _ shard.Ref, tab *shard.Table) (reduce.Stats, error) {
+	r := &reduce.Rows{D: tab.D, X: make([]float64, len(tab.X)), Y: make([]float64, tab.N())}
+	for i := 0; i < tab.N(); i++ {
+		t.Transform.ApplyRow(tab.Row(i), r.X[i*tab.D:(i+1)*tab.D])
+		r.Y[i] = t.Transform.Y(tab.Y[i])
+	}
+	return r, nil
+}

@@ -1,0 +1,185 @@
+package train
+
+// Gauss-Legendre features (paper 000; digest 000). The kernel's spectral integral is
+// truncated to a box [-U, U]^d and replaced by a tensor Gauss-Legendre rule, giving real
+// cos/sin features whose nodes do not depend on the hyperparameters: all lengthscale
+// dependence sits in the diagonal weights h_j = w_j p(eta_j; l) (digest §2.1). So one pass
+// over the data computes G = Z^T Z, b = Z^T y, y^T y and n, and every likelihood-and-gradient
+// evaluation afterwards costs O(s^3), independent of n (digest §2.3).
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas64"
+
+	"github.com/gpreduce/gpreduce/internal/engine"
+	"github.com/gpreduce/gpreduce/internal/features"
+	"github.com/gpreduce/gpreduce/internal/kernel"
+	"github.com/gpreduce/gpreduce/internal/model"
+	"github.com/gpreduce/gpreduce/internal/reduce"
+	"github.com/gpreduce/gpreduce/internal/shard"
+	"github.com/gpreduce/gpreduce/internal/solver"
+)
+
+func trainGL(ctx context.Context, eng engine.Engine, spec Spec, p *prepared, obs Observer) (*model.Model, error) {
+	fam, _ := kernel.ParseFamily(spec.Kernel)
+	d := p.d
+
+	// Step 1: fix the grid once, for the worst case over the box (digest §4 and §6): U from
+	// the smallest lengthscale, largest signal variance and smallest noise; nodes per
+	// dimension from both the data extent (s_k >= U_k R_k / 2) and the largest lengthscale
+	// (s_k >= about 4 l_max U_k).
+	lmin, lmax := make([]float64, d), make([]float64, d)
+	for k := range lmin {
+		lmin[k], lmax[k] = spec.LengthscaleBounds[0], spec.LengthscaleBounds[1]
+	}
+	U, nodes, err := features.SizeGL(fam, features.GLSizing{
+		N: p.n, LengthscaleMin: lmin, LengthscaleMax: lmax,
+		SignalVarianceMax: spec.SignalVarianceBounds[1], NoiseVarianceMin: spec.NoiseVarianceBounds[0],
+		Range: p.ranges, MaxFeatures: spec.maxFeatures(), U: spec.GLBox, NodesPerDim: spec.NodesPerDim,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gl: %w", err)
+	}
+	gl, err := features.NewGL(fam, U, nodes)
+	if err != nil {
+		return nil, fmt.Errorf("gl: %w", err)
+	}
+	s := gl.NumFeatures()
+	obs(Event{Phase: "sizing", Message: fmt.Sprintf("%d Gauss-Legendre features (nodes per dimension %v, box %s)", s, nodes, fmtFloats(U))})
+
+	// Step 2: one map-reduce pass for the Gram statistic (digest §2.1, Appendix step 2).
+	obs(Event{Phase: "gram", Message: fmt.Sprintf("Gram pass: %d x %d per shard over %d shards", s, s, len(eng.Shards()))})
+	st, err := eng.Reduce(ctx, &GramTask{Features: gl, Transform: p.tf})
+	if err != nil {
+		return nil, fmt.Errorf("gl: Gram pass: %w", err)
+	}
+	g, ok := st.(*reduce.Gram)
+	if !ok {
+		return nil, fmt.Errorf("gl: Gram pass returned %T", st)
+	}
+
+	// Step 3: the optimizer loop on the reduced statistics alone (digest §2.3).
+	lik := newGLLikelihood(gl, g)
+	lower, upper := box(spec, d)
+	fit, err := optimize(ctx, lik.objective, lower, upper, spec.maxIter(), p.n, obs)
+	if err != nil {
+		return nil, fmt.Errorf("gl: %w", err)
+	}
+
+	// Step 4: the posterior at the optimum: beta = D u and the Cholesky factor of M~.
+	obs(Event{Phase: "fit", Message: "posterior at the optimum"})
+	f, err := lik.eval(fit.theta, false)
+	if err != nil {
+		return nil, fmt.Errorf("gl: final fit: %w", err)
+	}
+	m := newModel(spec, p, fit, f.LML)
+	m.GL = &model.GLParams{U: U, NodesPerDim: nodes}
+	m.Features = f.Predictor()
+	return m, nil
+}
+
+// glLikelihood evaluates the GL log marginal likelihood from the reduced statistics alone.
+// Each evaluation recomputes log h_j = log w_j + log p(eta_j; l) and d log h_j / d log l_k in
+// O(s d), then the likelihood and its gradient in O(s^3) (digest §2.3); the lengthscale
+// gradient is the chain dL/dlog l_k = sum_j (d log h_j/d log l_k) dL/dlog h_j.
+type glLikelihood struct {
+	gl          *features.GL
+	g           *reduce.Gram
+	logh, dlogh []float64
+}
+
+func newGLLikelihood(gl *features.GL, g *reduce.Gram) *glLikelihood {
+	s := gl.NumFeatures()
+	return &glLikelihood{gl: gl, g: g, logh: make([]float64, s), dlogh: make([]float64, s*gl.Dim())}
+}
+
+// eval fits the posterior at theta = (log l, log sigma_f^2, log sigma_n^2).
+func (l *glLikelihood) eval(theta []float64, grad bool) (*solver.FeatureFit, error) {
+	d := l.gl.Dim()
+	ls := make([]float64, d)
+	for k := range ls {
+		ls[k] = math.Exp(theta[k])
+	}
+	l.gl.LogWeights(ls, l.logh, l.dlogh)
+	return solver.FitFeatures(l.g, l.logh, math.Exp(theta[d]), math.Exp(theta[d+1]), grad)
+}
+
+// objective is the negative log marginal likelihood and its gradient in theta.
+func (l *glLikelihood) objective(theta, grad []float64) (float64, error) {
+	d, s := l.gl.Dim(), l.gl.NumFeatures()
+	f, err := l.eval(theta, true)
+	if err != nil {
+		return 0, err
+	}
+	for k := 0; k < d; k++ {
+		var v float64
+		for j := 0; j < s; j++ {
+			v += l.dlogh[j*d+k] * f.GradLogH[j]
+		}
+		grad[k] = -v
+	}
+	grad[d] = -f.GradLogSF2
+	grad[d+1] = -f.GradLogSN2
+	return -f.LML, nil
+}
+
+// FeatureMap maps a block of standardized rows to features.
+type FeatureMap interface {
+	NumFeatures() int
+	MapBlock(x []float64, rows int, dst []float64)
+}
+
+// gramBlockRows is the fixed row block of the Gram accumulation: the features of this many
+// rows are formed at once and folded into G by one symmetric rank-k update. It is a constant
+// so that the summation order, and so the bits, never depend on anything but the shard.
+const gramBlockRows = 256
+
+// GramTask is the map step of the feature methods: for one shard it standardizes each row,
+// forms its features block by block and returns G = Z^T Z (upper triangle, by BLAS Syrk over
+// row blocks), b = Z^T y, y^T y and n. Z is never stored beyond one block.
+type GramTask struct {
+	Features  FeatureMap
+	Transform shard.Transform
+}
+
+// Map computes the shard's Gram statistic.
+func (t *GramTask) Map(ctx context.Context, _ shard.Ref, tab *shard.Table) (reduce.Stats, error) {
+	s, d := t.Features.NumFeatures(), tab.D
+	g := reduce.NewGram(s)
+	x := make([]float64, gramBlockRows*d)
+	y := make([]float64, gramBlockRows)
+	z := make([]float64, gramBlockRows*s)
+	G := blas64.Symmetric{Uplo: blas.Upper, N: s, Stride: s, Data: g.G}
+	for lo := 0; lo < tab.N(); lo += gramBlockRows {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		rows := min(gramBlockRows, tab.N()-lo)
+		for i := 0; i < rows; i++ {
+			t.Transform.ApplyRow(tab.Row(lo+i), x[i*d:(i+1)*d])
+			y[i] = t.Transform.Y(tab.Y[lo+i])
+			g.YY += y[i] * y[i]
+		}
+		t.Features.MapBlock(x[:rows*d], rows, z)
+		Z := blas64.General{Rows: rows, Cols: s, Stride: s, Data: z[:rows*s]}
+		blas64.Syrk(blas.Trans, 1, Z, 1, G)
+		blas64.Gemv(blas.Trans, 1, Z, blas64.Vector{N: rows, Inc: 1, Data: y[:rows]}, 1, blas64.Vector{N: s, Inc: 1, Data: g.B})
+	}
+	g.N = tab.N()
+	return g, nil
+}
+
+func fmtFloats(v []float64) string {
+	out := "["
+	for i, x := range v {
+		if i > 0 {
+			out += " "
+		}
+		out += fmt.Sprintf("%.4g", x)
+	}
+	return out + "]"
+}

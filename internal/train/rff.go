@@ -1,0 +1,178 @@
+package train
+
+// Random Fourier features (Rahimi & Recht 2008), the baseline of papers 000 and 004. Base
+// frequencies Omega are drawn once from the spectral density with unit lengthscales (seeded
+// by the job seed); the features cos and sin of x^T L^-1 omega_r then depend on the
+// lengthscales, so unlike Gauss-Legendre features every likelihood evaluation needs a pass
+// over the data: G(l), b(l) and their lengthscale derivatives dG = E + E^T, db = e with
+// E = (dZ/dlog l_k)^T Z and e = (dZ/dlog l_k)^T y (digest 000 §4.3; O(n s^2 d) per pass).
+// The weights are fixed, h_j = 2/s, so the likelihood is the same feature likelihood as gl.
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas64"
+
+	"github.com/gpreduce/gpreduce/internal/engine"
+	"github.com/gpreduce/gpreduce/internal/features"
+	"github.com/gpreduce/gpreduce/internal/kernel"
+	"github.com/gpreduce/gpreduce/internal/model"
+	"github.com/gpreduce/gpreduce/internal/reduce"
+	"github.com/gpreduce/gpreduce/internal/shard"
+	"github.com/gpreduce/gpreduce/internal/solver"
+)
+
+func trainRFF(ctx context.Context, eng engine.Engine, spec Spec, p *prepared, obs Observer) (*model.Model, error) {
+	fam, _ := kernel.ParseFamily(spec.Kernel)
+	d := p.d
+	s := spec.Features
+	if s == 0 {
+		s = DefaultRFFFeatures
+	}
+	if s > spec.maxFeatures() {
+		return nil, fmt.Errorf("features: %d random Fourier features exceed the limit of %d (max-features); the Gram matrix alone would take %.1f GiB", s, spec.maxFeatures(), float64(s)*float64(s)*8/(1<<30))
+	}
+	rff, err := features.NewRFF(fam, d, s, spec.Seed)
+	if err != nil {
+		return nil, fmt.Errorf("rff: %w", err)
+	}
+	obs(Event{Phase: "sizing", Message: fmt.Sprintf("%d random Fourier features (seed %d)", s, spec.Seed)})
+	logh := make([]float64, s)
+	for j := range logh {
+		logh[j] = rff.LogWeight()
+	}
+
+	lik := &rffLikelihood{ctx: ctx, eng: eng, rff: rff, tf: p.tf, logh: logh}
+	lower, upper := box(spec, d)
+	fit, err := optimize(ctx, lik.objective, lower, upper, spec.maxIter(), p.n, obs)
+	if err != nil {
+		return nil, fmt.Errorf("rff: %w", err)
+	}
+
+	obs(Event{Phase: "fit", Message: "posterior at the optimum"})
+	f, _, err := lik.eval(fit.theta, false)
+	if err != nil {
+		return nil, fmt.Errorf("rff: final fit: %w", err)
+	}
+	m := newModel(spec, p, fit, f.LML)
+	m.RFF = &model.RFFParams{Omega: rff.Omega, Features: s}
+	m.Features = f.Predictor()
+	return m, nil
+}
+
+// rffLikelihood evaluates the RFF log marginal likelihood: one pass over the shards for the
+// statistics at the current lengthscales, then O(s^3 d) for the likelihood and gradient.
+type rffLikelihood struct {
+	ctx  context.Context
+	eng  engine.Engine
+	rff  *features.RFF
+	tf   shard.Transform
+	logh []float64
+}
+
+func (l *rffLikelihood) eval(theta []float64, grad bool) (*solver.FeatureFit, *reduce.Sum, error) {
+	d, s := l.rff.D, l.rff.NumFeatures()
+	ls := make([]float64, d)
+	for k := range ls {
+		ls[k] = math.Exp(theta[k])
+	}
+	st, err := l.eng.Reduce(l.ctx, &RFFTask{RFF: l.rff, Transform: l.tf, Lengthscales: ls, Grad: grad})
+	if err != nil {
+		return nil, nil, fmt.Errorf("rff pass: %w", err)
+	}
+	sum, ok := st.(*reduce.Sum)
+	if !ok {
+		return nil, nil, fmt.Errorf("rff pass returned %T", st)
+	}
+	f, err := solver.FitFeatures(rffGram(sum, s), l.logh, math.Exp(theta[d]), math.Exp(theta[d+1]), grad)
+	return f, sum, err
+}
+
+func (l *rffLikelihood) objective(theta, grad []float64) (float64, error) {
+	d := l.rff.D
+	f, sum, err := l.eval(theta, true)
+	if err != nil {
+		return 0, err
+	}
+	for k := 0; k < d; k++ {
+		v, err := f.GramDerivative(sum.Parts[3+k], sum.Parts[3+d+k])
+		if err != nil {
+			return 0, err
+		}
+		grad[k] = -v
+	}
+	grad[d] = -f.GradLogSF2
+	grad[d+1] = -f.GradLogSN2
+	return -f.LML, nil
+}
+
+// rffGram views the first three parts of an RFF statistic as a Gram statistic.
+func rffGram(sum *reduce.Sum, s int) *reduce.Gram {
+	return &reduce.Gram{S: s, G: sum.Parts[0], B: sum.Parts[1], YY: sum.Parts[2][0], N: sum.N}
+}
+
+// RFFTask is the map step of rff at fixed lengthscales. It returns a Sum whose parts are
+// G = Z^T Z (upper triangle), b = Z^T y, [y^T y], and with Grad set, for each dimension k,
+// E_k = (dZ/dlog l_k)^T Z (s x s) followed by e_k = (dZ/dlog l_k)^T y.
+type RFFTask struct {
+	RFF          *features.RFF
+	Transform    shard.Transform
+	Lengthscales []float64
+	Grad         bool
+}
+
+// Map computes the shard's statistic in fixed row blocks.
+func (t *RFFTask) Map(ctx context.Context, _ shard.Ref, tab *shard.Table) (reduce.Stats, error) {
+	s, d := t.RFF.NumFeatures(), tab.D
+	nd := 0
+	if t.Grad {
+		nd = d
+	}
+	sum := &reduce.Sum{Parts: make([][]float64, 3+2*nd), N: tab.N()}
+	sum.Parts[0] = make([]float64, s*s)
+	sum.Parts[1] = make([]float64, s)
+	sum.Parts[2] = make([]float64, 1)
+	for k := 0; k < nd; k++ {
+		sum.Parts[3+k] = make([]float64, s*s)
+		sum.Parts[3+nd+k] = make([]float64, s)
+	}
+	B := gramBlockRows
+	x := make([]float64, d)
+	y := make([]float64, B)
+	z := make([]float64, B*s)
+	dz := make([]float64, nd*B*s) // dZ_k block k at [k*B*s, (k+1)*B*s)
+	dls := make([]float64, d*s)
+	G := blas64.Symmetric{Uplo: blas.Upper, N: s, Stride: s, Data: sum.Parts[0]}
+	for lo := 0; lo < tab.N(); lo += B {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		rows := min(B, tab.N()-lo)
+		for i := 0; i < rows; i++ {
+			t.Transform.ApplyRow(tab.Row(lo+i), x)
+			y[i] = t.Transform.Y(tab.Y[lo+i])
+			sum.Parts[2][0] += y[i] * y[i]
+			if nd == 0 {
+				t.RFF.Map(t.Lengthscales, x, z[i*s:(i+1)*s])
+				continue
+			}
+			t.RFF.MapGrad(t.Lengthscales, x, z[i*s:(i+1)*s], dls)
+			for k := 0; k < nd; k++ {
+				copy(dz[k*B*s+i*s:k*B*s+(i+1)*s], dls[k*s:(k+1)*s])
+			}
+		}
+		Z := blas64.General{Rows: rows, Cols: s, Stride: s, Data: z[:rows*s]}
+		yv := blas64.Vector{N: rows, Inc: 1, Data: y[:rows]}
+		blas64.Syrk(blas.Trans, 1, Z, 1, G)
+		blas64.Gemv(blas.Trans, 1, Z, yv, 1, blas64.Vector{N: s, Inc: 1, Data: sum.Parts[1]})
+		for k := 0; k < nd; k++ {
+			dZ := blas64.General{Rows: rows, Cols: s, Stride: s, Data: dz[k*B*s : k*B*s+rows*s]}
+			blas64.Gemm(blas.Trans, blas.NoTrans, 1, dZ, Z, 1, blas64.General{Rows: s, Cols: s, Stride: s, Data: sum.Parts[3+k]})
+			blas64.Gemv(blas.Trans, 1, dZ, yv, 1, blas64.Vector{N: s, Inc: 1, Data: sum.Parts[3+nd+k]})
+		}
+	}
+	return sum, nil
+}

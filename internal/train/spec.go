@@ -1,0 +1,121 @@
+package train
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/gpreduce/gpreduce/internal/kernel"
+)
+
+// Spec is a training job's method and settings. Bounds are in standardized units: inputs
+// and target are scaled to zero mean and unit variance by the training data's moments, so a
+// lengthscale of 1 is one standard deviation of its input column and a noise variance of 0.1
+// is a tenth of the target's variance.
+type Spec struct {
+	Method string `json:"method" yaml:"method"` // gl, rff or exact
+	Kernel string `json:"kernel" yaml:"kernel"` // rbf, matern12, matern32, matern52
+	Seed   uint64 `json:"seed" yaml:"seed"`
+
+	// Names of the input columns and the target, recorded in the model (the CLI fills them
+	// from the data).
+	Columns []string `json:"columns,omitempty" yaml:"columns,omitempty"`
+	Target  string   `json:"target,omitempty" yaml:"target,omitempty"`
+
+	LengthscaleBounds    [2]float64 `json:"lengthscale_bounds" yaml:"lengthscale_bounds"`
+	SignalVarianceBounds [2]float64 `json:"signal_variance_bounds" yaml:"signal_variance_bounds"`
+	NoiseVarianceBounds  [2]float64 `json:"noise_variance_bounds" yaml:"noise_variance_bounds"`
+	MaxIter              int        `json:"max_iter" yaml:"max_iter"`
+
+	// Feature methods.
+	Features    int       `json:"features,omitempty" yaml:"features,omitempty"`           // rff: number of real features s (even)
+	NodesPerDim []int     `json:"nodes_per_dim,omitempty" yaml:"nodes_per_dim,omitempty"` // gl: override the automatic node counts
+	GLBox       []float64 `json:"gl_box,omitempty" yaml:"gl_box,omitempty"`               // gl: override the box half-widths U
+	MaxFeatures int       `json:"max_features,omitempty" yaml:"max_features,omitempty"`   // gl, rff: refuse more features than this
+
+	// Exact.
+	ExactMaxRows int `json:"exact_max_rows,omitempty" yaml:"exact_max_rows,omitempty"`
+}
+
+// Defaults used when a Spec leaves a field at its zero value.
+const (
+	DefaultMaxIter      = 100
+	DefaultRFFFeatures  = 512
+	DefaultMaxFeatures  = 8192
+	DefaultExactMaxRows = 5000
+)
+
+// DefaultSpec returns the defaults for a method: kernel rbf, lengthscales in [0.1, 2],
+// signal variance in [0.05, 20], noise variance in [1e-4, 2] (standardized units).
+func DefaultSpec(method string) Spec {
+	return Spec{
+		Method:               method,
+		Kernel:               "rbf",
+		LengthscaleBounds:    [2]float64{0.1, 2},
+		SignalVarianceBounds: [2]float64{0.05, 20},
+		NoiseVarianceBounds:  [2]float64{1e-4, 2},
+		MaxIter:              DefaultMaxIter,
+	}
+}
+
+// Validate checks the spec up front and says which field to change.
+func (s *Spec) Validate(d int) error {
+	switch s.Method {
+	case "gl", "rff", "exact":
+	case "":
+		return fmt.Errorf("method: not set; use gl, rff or exact")
+	default:
+		return fmt.Errorf("method: unknown method %q; use gl, rff or exact", s.Method)
+	}
+	if _, err := kernel.ParseFamily(s.Kernel); err != nil {
+		return fmt.Errorf("kernel: %w", err)
+	}
+	for _, b := range []struct {
+		name string
+		v    [2]float64
+	}{{"lengthscale-bounds", s.LengthscaleBounds}, {"signal-variance-bounds", s.SignalVarianceBounds}, {"noise-variance-bounds", s.NoiseVarianceBounds}} {
+		lo, hi := b.v[0], b.v[1]
+		if !(lo > 0) || math.IsInf(hi, 0) || math.IsNaN(hi) {
+			return fmt.Errorf("%s: %g,%g must be positive and finite", b.name, lo, hi)
+		}
+		if lo > hi {
+			return fmt.Errorf("%s: lower bound %g is above upper bound %g; swap them", b.name, lo, hi)
+		}
+	}
+	if s.MaxIter < 0 {
+		return fmt.Errorf("max-iter: %d is negative", s.MaxIter)
+	}
+	if s.Method == "rff" && s.Features != 0 && (s.Features < 2 || s.Features%2 != 0) {
+		return fmt.Errorf("features: rff needs an even number of features >= 2, got %d", s.Features)
+	}
+	if len(s.NodesPerDim) != 0 && len(s.NodesPerDim) != d {
+		return fmt.Errorf("nodes-per-dim: %d values for %d input columns; give one per column", len(s.NodesPerDim), d)
+	}
+	for _, v := range s.NodesPerDim {
+		if v < 1 {
+			return fmt.Errorf("nodes-per-dim: %d must be at least 1", v)
+		}
+	}
+	if len(s.GLBox) != 0 && len(s.GLBox) != d {
+		return fmt.Errorf("gl-box: %d values for %d input columns; give one per column", len(s.GLBox), d)
+	}
+	for _, v := range s.GLBox {
+		if !(v > 0) || math.IsInf(v, 0) {
+			return fmt.Errorf("gl-box: %g must be positive and finite", v)
+		}
+	}
+	return nil
+}
+
+func (s *Spec) maxIter() int {
+	if s.MaxIter == 0 {
+		return DefaultMaxIter
+	}
+	return s.MaxIter
+}
+
+func (s *Spec) maxFeatures() int {
+	if s.MaxFeatures == 0 {
+		return DefaultMaxFeatures
+	}
+	return s.MaxFeatures
+}

@@ -1,0 +1,186 @@
+package train
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/gpreduce/gpreduce/internal/engine"
+	"github.com/gpreduce/gpreduce/internal/model"
+	"github.com/gpreduce/gpreduce/internal/optimizer"
+	"github.com/gpreduce/gpreduce/internal/reduce"
+	"github.com/gpreduce/gpreduce/internal/shard"
+)
+
+// Event reports training progress: a phase (moments, sizing, gram, optimize, fit), the
+// optimizer iteration and its objective (negative log marginal likelihood per training row,
+// standardized units), and a message.
+type Event struct {
+	Phase     string
+	Iteration int
+	MaxIter   int
+	Objective float64
+	Message   string
+}
+
+// Observer receives progress events. It must not block for long.
+type Observer func(Event)
+
+// Train runs the spec's method over the engine's shards and returns the trained model.
+func Train(ctx context.Context, eng engine.Engine, spec Spec, obs Observer) (*model.Model, error) {
+	if obs == nil {
+		obs = func(Event) {}
+	}
+	p, err := prepare(ctx, eng, obs)
+	if err != nil {
+		return nil, err
+	}
+	if err := spec.Validate(p.d); err != nil {
+		return nil, err
+	}
+	switch spec.Method {
+	case "gl":
+		return trainGL(ctx, eng, spec, p, obs)
+	case "rff":
+		return trainRFF(ctx, eng, spec, p, obs)
+	case "exact":
+		return trainExact(ctx, eng, spec, p, obs)
+	}
+	return nil, fmt.Errorf("method: unknown method %q", spec.Method)
+}
+
+// prepared is what every method learns in its first pass: the standardization and, in
+// standardized units, the extent of each input column.
+type prepared struct {
+	d, n   int
+	tf     shard.Transform
+	ranges []float64
+}
+
+// prepare runs the moments pass (count, mean, M2, min, max per column, merged by Chan's
+// formula in shard order) and derives the standardization.
+func prepare(ctx context.Context, eng engine.Engine, obs Observer) (*prepared, error) {
+	obs(Event{Phase: "moments", Message: fmt.Sprintf("standardization pass over %d shards", len(eng.Shards()))})
+	st, err := eng.Reduce(ctx, shard.MomentsTask{})
+	if err != nil {
+		return nil, fmt.Errorf("moments pass: %w", err)
+	}
+	m, ok := st.(*reduce.Moments)
+	if !ok {
+		return nil, fmt.Errorf("moments pass returned %T", st)
+	}
+	d := len(m.Mean) - 1
+	if d < 1 {
+		return nil, fmt.Errorf("data has no input columns")
+	}
+	tf, err := shard.NewTransform(m, nil)
+	if err != nil {
+		return nil, err
+	}
+	p := &prepared{d: d, n: m.N, tf: tf, ranges: make([]float64, d)}
+	for k := 0; k < d; k++ {
+		p.ranges[k] = (m.Max[k] - m.Min[k]) / tf.XScale[k]
+	}
+	return p, nil
+}
+
+// box is the optimizer's box on theta = (log l_1..log l_d, log sigma_f^2, log sigma_n^2).
+func box(spec Spec, d int) (lower, upper []float64) {
+	lower = make([]float64, d+2)
+	upper = make([]float64, d+2)
+	for k := 0; k < d; k++ {
+		lower[k], upper[k] = math.Log(spec.LengthscaleBounds[0]), math.Log(spec.LengthscaleBounds[1])
+	}
+	lower[d], upper[d] = math.Log(spec.SignalVarianceBounds[0]), math.Log(spec.SignalVarianceBounds[1])
+	lower[d+1], upper[d+1] = math.Log(spec.NoiseVarianceBounds[0]), math.Log(spec.NoiseVarianceBounds[1])
+	return lower, upper
+}
+
+func clamp(v, lo, hi float64) float64 { return math.Min(hi, math.Max(lo, v)) }
+
+// startCandidates is how many common lengthscales the start search tries across the box.
+const startCandidates = 7
+
+// startPoint picks the optimizer's start inside the box: sigma_f^2 = 1 and sigma_n^2 = 0.1
+// (clamped to their bounds), and the common lengthscale, among startCandidates spread
+// log-uniformly across its bounds, with the smallest objective. The search is a handful of
+// objective evaluations and makes the fit robust to the many local optima in lengthscale.
+func startPoint(obj optimizer.Objective, lower, upper []float64) ([]float64, error) {
+	d := len(lower) - 2
+	x := make([]float64, d+2)
+	x[d] = clamp(0, lower[d], upper[d])
+	x[d+1] = clamp(math.Log(0.1), lower[d+1], upper[d+1])
+	grad := make([]float64, d+2)
+	best, bestF := math.NaN(), math.Inf(1)
+	for c := 0; c < startCandidates; c++ {
+		t := (float64(c) + 0.5) / startCandidates
+		for k := 0; k < d; k++ {
+			x[k] = lower[k] + t*(upper[k]-lower[k])
+		}
+		f, err := obj(x, grad)
+		if err != nil {
+			return nil, err
+		}
+		if f < bestF {
+			best, bestF = t, f
+		}
+	}
+	if math.IsNaN(best) {
+		return nil, fmt.Errorf("the objective is not finite anywhere in the start search; check the bounds")
+	}
+	for k := 0; k < d; k++ {
+		x[k] = lower[k] + best*(upper[k]-lower[k])
+	}
+	return x, nil
+}
+
+// fitted is the optimizer's outcome.
+type fitted struct {
+	theta []float64
+	trace []float64
+	iters int
+}
+
+// optimize minimizes obj over the box with box-constrained L-BFGS from the start search's
+// point, reporting each iteration. The objective is in total negative log likelihood; events
+// report it per training row.
+func optimize(ctx context.Context, obj optimizer.Objective, lower, upper []float64, maxIter, n int, obs Observer) (*fitted, error) {
+	x0, err := startPoint(obj, lower, upper)
+	if err != nil {
+		return nil, err
+	}
+	st, err := optimizer.NewLBFGSState(x0, lower, upper)
+	if err != nil {
+		return nil, err
+	}
+	out := &fitted{}
+	err = optimizer.MinimizeLBFGSB(ctx, obj, st, lower, upper, optimizer.LBFGSSettings{MaxIter: maxIter}, func(s *optimizer.LBFGSState) error {
+		out.trace = append(out.trace, s.F)
+		obs(Event{Phase: "optimize", Iteration: s.Iter, MaxIter: maxIter, Objective: s.F / float64(n)})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("optimize hyperparameters: %w", err)
+	}
+	out.theta = append([]float64(nil), st.X...)
+	out.iters = st.Iter
+	return out, nil
+}
+
+// hyperOf unpacks theta into standardized hyperparameters.
+func hyperOf(theta []float64, d int) model.Hyper {
+	h := model.Hyper{Lengthscales: make([]float64, d), SignalVariance: math.Exp(theta[d]), NoiseVariance: math.Exp(theta[d+1])}
+	for k := range h.Lengthscales {
+		h.Lengthscales[k] = math.Exp(theta[k])
+	}
+	return h
+}
+
+// newModel fills the parts every method shares.
+func newModel(spec Spec, p *prepared, fit *fitted, lml float64) *model.Model {
+	return &model.Model{
+		Version: model.Version, Method: spec.Method, Kernel: spec.Kernel, D: p.d,
+		Columns: spec.Columns, Target: spec.Target, Transform: p.tf, Hyper: hyperOf(fit.theta, p.d),
+		LogLik: lml, Trace: fit.trace, Iterations: fit.iters, NTrain: p.n,
+	}
+}

@@ -100,7 +100,7 @@ func TestSizeGLRBF(t *testing.T) {
 	if !(paper > U[0] && paper < 1.1*U[0]) {
 		t.Errorf("paper's closed form %v should be a little above the exact quantile %v", paper, U[0])
 	}
-	want := int(math.Max(math.Ceil(U[0]*3.5/2)+1, math.Ceil(4*2*U[0])))
+	want := int(math.Max(math.Ceil(AliasMargin*U[0]*3.5/2)+1, math.Ceil(ResolveFactor*2*U[0])))
 	if nodes[0] != want {
 		t.Errorf("nodes = %v, want %d", nodes, want)
 	}
@@ -126,10 +126,10 @@ func TestSizeGLRBF(t *testing.T) {
 			t.Errorf("U[%d] = %v, want %v", k, U2[k], z2/l)
 		}
 	}
-	if alias := int(math.Ceil(U2[0]*40/2)) + 1; nodes2[0] != alias {
+	if alias := int(math.Ceil(AliasMargin*U2[0]*40/2)) + 1; nodes2[0] != alias {
 		t.Errorf("nodes[0] = %d, want the aliasing bound %d", nodes2[0], alias)
 	}
-	if res := int(math.Ceil(4 * 5 * U2[1])); nodes2[1] != res {
+	if res := int(math.Ceil(ResolveFactor * 5 * U2[1])); nodes2[1] != res {
 		t.Errorf("nodes[1] = %d, want the resolution bound %d", nodes2[1], res)
 	}
 	// The result is a valid grid.
@@ -203,7 +203,7 @@ func TestSizeGLOverrides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if U[0] != 3 || U[1] != 4 || nodes[0] != 12 || nodes[1] != 16 { // ceil(4*1*U) > ceil(U)+1
+	if U[0] != 3 || U[1] != 4 || nodes[0] != 15 || nodes[1] != 20 { // ceil(5*1*U) > ceil(1.5*U)+1
 		t.Errorf("U override: U %v nodes %v", U, nodes)
 	}
 	c = base

@@ -6,8 +6,8 @@ import "fmt"
 // the target Y. Source names where the rows came from, for error messages.
 type Table struct {
 	Source  string
-	Columns []string // names of the D input columns (generated as x0, x1, ... when there is no header)
-	Target  string   // name of the target column
+	Columns []string // names of the D input columns (x<j>, j the 0-based file column, when there is no header)
+	Target  string   // name of the target column (y when there is no header)
 	D       int
 	X       []float64 // len N()*D
 	Y       []float64
@@ -36,6 +36,7 @@ type Ref struct {
 	Rows   int
 }
 
+// String describes the shard for messages: its index and its byte range or rows.
 func (r Ref) String() string {
 	if r.Length > 0 {
 		return fmt.Sprintf("shard %d (%s bytes %d-%d)", r.Index, r.Source, r.Offset, r.Offset+r.Length)

@@ -51,8 +51,15 @@ func trainExact(ctx context.Context, eng engine.Engine, spec Spec, p *prepared, 
 		}
 		return -e.LogMarginalLikelihood(), nil
 	}
+	value := func(theta []float64) (float64, error) {
+		e, err := build(theta)
+		if err != nil {
+			return math.Inf(1), nil
+		}
+		return -e.LogMarginalLikelihood(), nil
+	}
 	lower, upper := box(spec, d)
-	fit, err := optimize(ctx, obj, lower, upper, spec.maxIter(), p.n, obs)
+	fit, err := optimize(ctx, obj, value, lower, upper, spec.maxIter(), p.n, obs)
 	if err != nil {
 		return nil, fmt.Errorf("exact: %w", err)
 	}

@@ -65,7 +65,7 @@ func trainGL(ctx context.Context, eng engine.Engine, spec Spec, p *prepared, obs
 	// Step 3: the optimizer loop on the reduced statistics alone (digest §2.3).
 	lik := newGLLikelihood(gl, g)
 	lower, upper := box(spec, d)
-	fit, err := optimize(ctx, lik.objective, lower, upper, spec.maxIter(), p.n, obs)
+	fit, err := optimize(ctx, lik.objective, lik.value, lower, upper, spec.maxIter(), p.n, obs)
 	if err != nil {
 		return nil, fmt.Errorf("gl: %w", err)
 	}
@@ -106,6 +106,15 @@ func (l *glLikelihood) eval(theta []float64, grad bool) (*solver.FeatureFit, err
 	}
 	l.gl.LogWeights(ls, l.logh, l.dlogh)
 	return solver.FitFeatures(l.g, l.logh, math.Exp(theta[d]), math.Exp(theta[d+1]), grad)
+}
+
+// value is the negative log marginal likelihood alone: one Cholesky, no inverse diagonal.
+func (l *glLikelihood) value(theta []float64) (float64, error) {
+	f, err := l.eval(theta, false)
+	if err != nil {
+		return 0, err
+	}
+	return -f.LML, nil
 }
 
 // objective is the negative log marginal likelihood and its gradient in theta.

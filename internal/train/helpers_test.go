@@ -48,7 +48,7 @@ type reference struct {
 func newReference(t testing.TB, eng engine.Engine, fam kernel.Family) *reference {
 	t.Helper()
 	ctx := context.Background()
-	p, err := prepare(ctx, eng, func(Event) {})
+	p, err := prepare(ctx, eng, Spec{}, func(Event) {})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,7 +47,7 @@ func trainRFF(ctx context.Context, eng engine.Engine, spec Spec, p *prepared, ob
 
 	lik := &rffLikelihood{ctx: ctx, eng: eng, rff: rff, tf: p.tf, logh: logh}
 	lower, upper := box(spec, d)
-	fit, err := optimize(ctx, lik.objective, lower, upper, spec.maxIter(), p.n, obs)
+	fit, err := optimize(ctx, lik.objective, lik.value, lower, upper, spec.maxIter(), p.n, obs)
 	if err != nil {
 		return nil, fmt.Errorf("rff: %w", err)
 	}
@@ -89,6 +89,15 @@ func (l *rffLikelihood) eval(theta []float64, grad bool) (*solver.FeatureFit, *r
 	}
 	f, err := solver.FitFeatures(rffGram(sum, s), l.logh, math.Exp(theta[d]), math.Exp(theta[d+1]), grad)
 	return f, sum, err
+}
+
+// value is the negative log marginal likelihood from a pass without derivative statistics.
+func (l *rffLikelihood) value(theta []float64) (float64, error) {
+	f, _, err := l.eval(theta, false)
+	if err != nil {
+		return 0, err
+	}
+	return -f.LML, nil
 }
 
 func (l *rffLikelihood) objective(theta, grad []float64) (float64, error) {

@@ -31,7 +31,7 @@ func Train(ctx context.Context, eng engine.Engine, spec Spec, obs Observer) (*mo
 	if obs == nil {
 		obs = func(Event) {}
 	}
-	p, err := prepare(ctx, eng, obs)
+	p, err := prepare(ctx, eng, spec, obs)
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +59,7 @@ type prepared struct {
 
 // prepare runs the moments pass (count, mean, M2, min, max per column, merged by Chan's
 // formula in shard order) and derives the standardization.
-func prepare(ctx context.Context, eng engine.Engine, obs Observer) (*prepared, error) {
+func prepare(ctx context.Context, eng engine.Engine, spec Spec, obs Observer) (*prepared, error) {
 	obs(Event{Phase: "moments", Message: fmt.Sprintf("standardization pass over %d shards", len(eng.Shards()))})
 	st, err := eng.Reduce(ctx, shard.MomentsTask{})
 	if err != nil {
@@ -73,7 +73,12 @@ func prepare(ctx context.Context, eng engine.Engine, obs Observer) (*prepared, e
 	if d < 1 {
 		return nil, fmt.Errorf("data has no input columns")
 	}
-	tf, err := shard.NewTransform(m, nil)
+	// Name the data and its target in errors such as a constant target.
+	names := &shard.Table{Source: eng.Shards()[0].Source, Columns: spec.Columns, Target: spec.Target, D: d}
+	if len(names.Columns) != d {
+		names.Columns = nil
+	}
+	tf, err := shard.NewTransform(m, names)
 	if err != nil {
 		return nil, err
 	}
@@ -98,40 +103,47 @@ func box(spec Spec, d int) (lower, upper []float64) {
 
 func clamp(v, lo, hi float64) float64 { return math.Min(hi, math.Max(lo, v)) }
 
-// startCandidates is how many common lengthscales the start search tries across the box.
-const startCandidates = 7
+// valueFunc evaluates the objective (negative log marginal likelihood) without its gradient;
+// for every method that is markedly cheaper than the objective with gradient.
+type valueFunc func(theta []float64) (float64, error)
 
-// startPoint picks the optimizer's start inside the box: sigma_f^2 = 1 and sigma_n^2 = 0.1
-// (clamped to their bounds), and the common lengthscale, among startCandidates spread
-// log-uniformly across its bounds, with the smallest objective. The search is a handful of
-// objective evaluations and makes the fit robust to the many local optima in lengthscale.
-func startPoint(obj optimizer.Objective, lower, upper []float64) ([]float64, error) {
+// Start search: startLengthscales common lengthscales spread log-uniformly across their
+// bounds, times the noise variances in startNoise (clamped to the noise bounds), with the
+// signal variance at 1 (clamped), the variance of the standardized target.
+const startLengthscales = 7
+
+var startNoise = [...]float64{1e-3, 1e-2, 1e-1}
+
+// startPoint picks the optimizer's start inside the box: the grid point with the smallest
+// objective. It costs 21 value-only evaluations and makes the fit robust to the local optima
+// of the likelihood in lengthscale and noise (a long lengthscale with large noise explains
+// any data poorly but is a stationary point).
+func startPoint(value valueFunc, lower, upper []float64) ([]float64, error) {
 	d := len(lower) - 2
 	x := make([]float64, d+2)
 	x[d] = clamp(0, lower[d], upper[d])
-	x[d+1] = clamp(math.Log(0.1), lower[d+1], upper[d+1])
-	grad := make([]float64, d+2)
-	best, bestF := math.NaN(), math.Inf(1)
-	for c := 0; c < startCandidates; c++ {
-		t := (float64(c) + 0.5) / startCandidates
-		for k := 0; k < d; k++ {
-			x[k] = lower[k] + t*(upper[k]-lower[k])
-		}
-		f, err := obj(x, grad)
-		if err != nil {
-			return nil, err
-		}
-		if f < bestF {
-			best, bestF = t, f
+	var best []float64
+	bestF := math.Inf(1)
+	for _, sn2 := range startNoise {
+		x[d+1] = clamp(math.Log(sn2), lower[d+1], upper[d+1])
+		for c := 0; c < startLengthscales; c++ {
+			t := (float64(c) + 0.5) / startLengthscales
+			for k := 0; k < d; k++ {
+				x[k] = lower[k] + t*(upper[k]-lower[k])
+			}
+			f, err := value(x)
+			if err != nil {
+				return nil, err
+			}
+			if f < bestF {
+				best, bestF = append([]float64(nil), x...), f
+			}
 		}
 	}
-	if math.IsNaN(best) {
+	if best == nil {
 		return nil, fmt.Errorf("the objective is not finite anywhere in the start search; check the bounds")
 	}
-	for k := 0; k < d; k++ {
-		x[k] = lower[k] + best*(upper[k]-lower[k])
-	}
-	return x, nil
+	return best, nil
 }
 
 // fitted is the optimizer's outcome.
@@ -142,10 +154,11 @@ type fitted struct {
 }
 
 // optimize minimizes obj over the box with box-constrained L-BFGS from the start search's
-// point, reporting each iteration. The objective is in total negative log likelihood; events
+// grid's best point, reporting each iteration. The objective is in total negative log likelihood; events
 // report it per training row.
-func optimize(ctx context.Context, obj optimizer.Objective, lower, upper []float64, maxIter, n int, obs Observer) (*fitted, error) {
-	x0, err := startPoint(obj, lower, upper)
+func optimize(ctx context.Context, obj optimizer.Objective, value valueFunc, lower, upper []float64, maxIter, n int, obs Observer) (*fitted, error) {
+	obs(Event{Phase: "start", Message: fmt.Sprintf("start search over %d lengthscales x %d noise variances", startLengthscales, len(startNoise))})
+	x0, err := startPoint(value, lower, upper)
 	if err != nil {
 		return nil, err
 	}

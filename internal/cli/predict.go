@@ -1,0 +1,83 @@
+package cli
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpreduce/gpreduce/internal/model"
+	"github.com/gpreduce/gpreduce/internal/shard"
+)
+
+func newPredictCmd(e *env) *cobra.Command {
+	var modelPath, dataPath, outPath, columns string
+	var header bool
+	cmd := &cobra.Command{
+		Use:   "predict",
+		Short: "Predict the mean, latent variance and noisy variance for each row of a CSV of inputs",
+		Long: `predict reads a model written by demo or eval --model-out and a CSV whose rows are inputs
+(the model's input columns, in order; or select them with --header --columns), and writes a CSV
+with columns mean, latent_var, noisy_var in the original units of the target.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if modelPath == "" || dataPath == "" || outPath == "" {
+				return fmt.Errorf("--model, --data and --out are required")
+			}
+			f, err := os.Open(modelPath)
+			if err != nil {
+				return fmt.Errorf("open model: %w", err)
+			}
+			m, err := model.Decode(bufio.NewReader(f))
+			f.Close()
+			if err != nil {
+				return fmt.Errorf("%s: %w", modelPath, err)
+			}
+			opts := shard.CSVOptions{Header: header, NoTarget: true}
+			if columns != "" {
+				opts.Columns = strings.Split(columns, ",")
+			} else if header && len(m.Columns) == m.D {
+				opts.Columns = m.Columns
+			}
+			x, err := shard.LoadCSV(dataPath, opts)
+			if err != nil {
+				return err
+			}
+			if x.D != m.D {
+				return fmt.Errorf("%s has %d input columns; the model was trained on %d (%s)", dataPath, x.D, m.D, strings.Join(m.Columns, ","))
+			}
+			p, err := m.Predict(x.X, x.N())
+			if err != nil {
+				return err
+			}
+			return writePredictions(outPath, p)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&modelPath, "model", "", "model file")
+	fl.StringVar(&dataPath, "data", "", "CSV of inputs")
+	fl.StringVar(&outPath, "out", "", "where to write the predictions CSV")
+	fl.BoolVar(&header, "header", false, "the data CSV has a header line")
+	fl.StringVar(&columns, "columns", "", "input columns by name or 0-based index (default: the model's column names with --header, else all)")
+	return cmd
+}
+
+func writePredictions(path string, p model.Prediction) error {
+	var b strings.Builder
+	b.WriteString("mean,latent_var,noisy_var\n")
+	for i := range p.Mean {
+		b.WriteString(strconv.FormatFloat(p.Mean[i], 'g', -1, 64))
+		b.WriteByte(',')
+		b.WriteString(strconv.FormatFloat(p.LatentVar[i], 'g', -1, 64))
+		b.WriteByte(',')
+		b.WriteString(strconv.FormatFloat(p.NoisyVar[i], 'g', -1, 64))
+		b.WriteByte('\n')
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("write predictions: %w", err)
+	}
+	return nil
+}

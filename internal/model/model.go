@@ -215,10 +215,13 @@ func (m *Model) Validate() error {
 		}
 	}
 	groups := 0
+	if (m.GL != nil || m.RFF != nil) != (m.Features != nil) {
+		return fmt.Errorf("a feature map needs a feature posterior and the other way round")
+	}
 	if m.Features != nil {
 		groups++
 		s := len(m.Features.Beta)
-		if len(m.Features.SqrtH) != s || len(m.Features.R) != s*s {
+		if s < 1 || len(m.Features.SqrtH) != s || len(m.Features.R) != s*s {
 			return fmt.Errorf("feature posterior shapes disagree (s=%d)", s)
 		}
 		switch {
@@ -237,7 +240,7 @@ func (m *Model) Validate() error {
 				return fmt.Errorf("GL node counts %v do not give %d features", m.GL.NodesPerDim, s)
 			}
 		case m.RFF != nil && m.GL == nil:
-			if m.RFF.Features != s || len(m.RFF.Omega) != s/2*d {
+			if m.RFF.Features != s || s < 2 || s%2 != 0 || len(m.RFF.Omega) != s/2*d {
 				return fmt.Errorf("RFF map of %d features and %d frequencies for s=%d", m.RFF.Features, len(m.RFF.Omega), s)
 			}
 		default:
@@ -247,8 +250,21 @@ func (m *Model) Validate() error {
 	if m.Exact != nil {
 		groups++
 		n := len(m.Exact.Alpha)
-		if m.Exact.D != d || len(m.Exact.X) != n*d || len(m.Exact.R) != n*n {
+		if n < 1 || m.Exact.D != d || len(m.Exact.X) != n*d || len(m.Exact.R) != n*n {
 			return fmt.Errorf("exact posterior shapes disagree (n=%d)", n)
+		}
+		k := m.Exact.Kernel
+		if _, err := kernel.ParseFamily(k.Family.String()); err != nil {
+			return fmt.Errorf("exact posterior: %w", err)
+		}
+		if k.Dim() != d {
+			return fmt.Errorf("exact posterior: kernel of %d lengthscales for d=%d", k.Dim(), d)
+		}
+		if err := k.Validate(); err != nil {
+			return fmt.Errorf("exact posterior: %w", err)
+		}
+		if !(m.Exact.Noise > 0) {
+			return fmt.Errorf("exact posterior: noise variance %v", m.Exact.Noise)
 		}
 	}
 	if groups != 1 {

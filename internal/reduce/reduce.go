@@ -35,6 +35,9 @@ func (g *Gram) Merge(next Stats) error {
 	if o.S != g.S {
 		return fmt.Errorf("merge Gram of %d features with one of %d", g.S, o.S)
 	}
+	if len(g.G) != g.S*g.S || len(o.G) != g.S*g.S || len(g.B) != g.S || len(o.B) != g.S {
+		return fmt.Errorf("merge Gram of %d features: malformed (G %d and %d values, b %d and %d)", g.S, len(g.G), len(o.G), len(g.B), len(o.B))
+	}
 	for i := 0; i < g.S; i++ {
 		row, orow := g.G[i*g.S:(i+1)*g.S], o.G[i*g.S:(i+1)*g.S]
 		for j := i; j < g.S; j++ {
@@ -64,10 +67,13 @@ func (s *Sum) Merge(next Stats) error {
 	if len(o.Parts) != len(s.Parts) {
 		return fmt.Errorf("merge Sum of %d parts with one of %d", len(s.Parts), len(o.Parts))
 	}
+	// Check every shape before adding anything, so a failed merge leaves s unchanged.
 	for i := range s.Parts {
 		if len(o.Parts[i]) != len(s.Parts[i]) {
 			return fmt.Errorf("merge Sum part %d: length %d with %d", i, len(s.Parts[i]), len(o.Parts[i]))
 		}
+	}
+	for i := range s.Parts {
 		for j, v := range o.Parts[i] {
 			s.Parts[i][j] += v
 		}
@@ -116,8 +122,9 @@ func (m *Moments) Merge(next Stats) error {
 	if !ok {
 		return fmt.Errorf("merge Moments with %T", next)
 	}
-	if len(o.Mean) != len(m.Mean) {
-		return fmt.Errorf("merge Moments of %d columns with %d", len(m.Mean), len(o.Mean))
+	k := len(m.Mean)
+	if len(o.Mean) != k || len(o.M2) != k || len(o.Min) != k || len(o.Max) != k || len(m.M2) != k || len(m.Min) != k || len(m.Max) != k {
+		return fmt.Errorf("merge Moments of %d columns with %d (malformed)", k, len(o.Mean))
 	}
 	if o.N == 0 {
 		return nil
@@ -167,6 +174,9 @@ func (r *Rows) Merge(next Stats) error {
 	}
 	if o.D != r.D {
 		return fmt.Errorf("merge Rows of %d columns with %d", r.D, o.D)
+	}
+	if len(o.X) != len(o.Y)*o.D || len(r.X) != len(r.Y)*r.D {
+		return fmt.Errorf("merge Rows: %d values for %d rows of %d columns", len(o.X), len(o.Y), o.D)
 	}
 	r.X = append(r.X, o.X...)
 	r.Y = append(r.Y, o.Y...)

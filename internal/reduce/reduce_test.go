@@ -53,10 +53,10 @@ func TestMergeMismatchErrors(t *testing.T) {
 
 func TestSumMerge(t *testing.T) {
 	tests := []struct {
-		name    string
-		a, b    *Sum
-		want    [][]float64
-		wantN   int
+		name  string
+		a, b  *Sum
+		want  [][]float64
+		wantN int
 	}{
 		{"empty", &Sum{}, &Sum{N: 3}, [][]float64{}, 3},
 		{"one part", &Sum{Parts: [][]float64{{1, 2}}, N: 1}, &Sum{Parts: [][]float64{{10, 20}}, N: 2}, [][]float64{{11, 22}}, 3},
@@ -418,10 +418,10 @@ func shardStats(X, y []float64, d int) []Stats {
 	return []Stats{g, sum, m, rows}
 }
 
-// TestMergeInShardOrderBitwise: the per-shard statistics computed concurrently (goroutines
-// finishing in any order) and merged in shard order equal, bit for bit, the ones computed
-// one after another; a different shard order is allowed to differ, so the check is not vacuous
-// only if the bits are compared exactly.
+// TestMergeInShardOrderBitwise: per-shard statistics computed concurrently (goroutines
+// started in a random order and finishing in any order) and merged in shard order equal, bit
+// for bit, the ones computed one after another. TestStatsBitsEqualDetects shows the comparison
+// catches a one-ulp difference.
 func TestMergeInShardOrderBitwise(t *testing.T) {
 	const d = 3
 	rng := rand.New(rand.NewPCG(77, 1))

@@ -18,7 +18,8 @@ import (
 	"github.com/gpreduce/gpreduce/internal/solver"
 )
 
-func trainExact(ctx context.Context, eng engine.Engine, spec Spec, p *prepared, obs Observer) (*model.Model, error) {
+func (r *run) trainExact(ctx context.Context, eng engine.Engine, p *prepared) (*model.Model, error) {
+	spec, obs := r.spec, r.obs
 	limit := spec.ExactMaxRows
 	if limit == 0 {
 		limit = DefaultExactMaxRows
@@ -59,7 +60,7 @@ func trainExact(ctx context.Context, eng engine.Engine, spec Spec, p *prepared, 
 		return -e.LogMarginalLikelihood(), nil
 	}
 	lower, upper := box(spec, d)
-	fit, err := optimize(ctx, obj, value, lower, upper, spec.maxIter(), p.n, obs)
+	fit, err := r.optimize(ctx, obj, value, lower, upper, p)
 	if err != nil {
 		return nil, fmt.Errorf("exact: %w", err)
 	}

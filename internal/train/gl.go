@@ -24,7 +24,8 @@ import (
 	"github.com/gpreduce/gpreduce/internal/solver"
 )
 
-func trainGL(ctx context.Context, eng engine.Engine, spec Spec, p *prepared, obs Observer) (*model.Model, error) {
+func (r *run) trainGL(ctx context.Context, eng engine.Engine, p *prepared) (*model.Model, error) {
+	spec, obs := r.spec, r.obs
 	fam, _ := kernel.ParseFamily(spec.Kernel)
 	d := p.d
 
@@ -51,21 +52,34 @@ func trainGL(ctx context.Context, eng engine.Engine, spec Spec, p *prepared, obs
 	s := gl.NumFeatures()
 	obs(Event{Phase: "sizing", Message: fmt.Sprintf("%d Gauss-Legendre features (nodes per dimension %v, box %s)", s, nodes, fmtFloats(U))})
 
-	// Step 2: one map-reduce pass for the Gram statistic (digest §2.1, Appendix step 2).
-	obs(Event{Phase: "gram", Message: fmt.Sprintf("Gram pass: %d x %d per shard over %d shards", s, s, len(eng.Shards()))})
-	st, err := eng.Reduce(ctx, &GramTask{Features: gl, Transform: p.tf})
-	if err != nil {
-		return nil, fmt.Errorf("gl: Gram pass: %w", err)
-	}
-	g, ok := st.(*reduce.Gram)
-	if !ok {
-		return nil, fmt.Errorf("gl: Gram pass returned %T", st)
+	// Step 2: one map-reduce pass for the Gram statistic (digest §2.1, Appendix step 2),
+	// unless a checkpoint carries it.
+	g := r.ck.Gram
+	if r.ck.Phase < phaseStats || g == nil {
+		obs(Event{Phase: "gram", Message: fmt.Sprintf("Gram pass: %d x %d per shard over %d shards", s, s, len(eng.Shards()))})
+		st, err := eng.Reduce(ctx, &GramTask{Features: gl, Transform: p.tf})
+		if err != nil {
+			return nil, fmt.Errorf("gl: Gram pass: %w", err)
+		}
+		var ok bool
+		if g, ok = st.(*reduce.Gram); !ok {
+			return nil, fmt.Errorf("gl: Gram pass returned %T", st)
+		}
+		if r.ck.Phase < phaseStats {
+			r.ck.Phase, r.ck.GL = phaseStats, &model.GLParams{U: U, NodesPerDim: nodes}
+			if int64(s)*int64(s)*8 <= r.hooks.MaxStatsBytes {
+				r.ck.Gram = g
+			}
+			if err := r.save(ctx); err != nil {
+				return nil, err
+			}
+		}
 	}
 
 	// Step 3: the optimizer loop on the reduced statistics alone (digest §2.3).
 	lik := newGLLikelihood(gl, g)
 	lower, upper := box(spec, d)
-	fit, err := optimize(ctx, lik.objective, lik.value, lower, upper, spec.maxIter(), p.n, obs)
+	fit, err := r.optimize(ctx, lik.objective, lik.value, lower, upper, p)
 	if err != nil {
 		return nil, fmt.Errorf("gl: %w", err)
 	}

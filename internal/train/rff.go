@@ -25,7 +25,8 @@ import (
 	"github.com/gpreduce/gpreduce/internal/solver"
 )
 
-func trainRFF(ctx context.Context, eng engine.Engine, spec Spec, p *prepared, obs Observer) (*model.Model, error) {
+func (r *run) trainRFF(ctx context.Context, eng engine.Engine, p *prepared) (*model.Model, error) {
+	spec, obs := r.spec, r.obs
 	fam, _ := kernel.ParseFamily(spec.Kernel)
 	d := p.d
 	s := spec.Features
@@ -47,7 +48,7 @@ func trainRFF(ctx context.Context, eng engine.Engine, spec Spec, p *prepared, ob
 
 	lik := &rffLikelihood{ctx: ctx, eng: eng, rff: rff, tf: p.tf, logh: logh}
 	lower, upper := box(spec, d)
-	fit, err := optimize(ctx, lik.objective, lik.value, lower, upper, spec.maxIter(), p.n, obs)
+	fit, err := r.optimize(ctx, lik.objective, lik.value, lower, upper, p)
 	if err != nil {
 		return nil, fmt.Errorf("rff: %w", err)
 	}

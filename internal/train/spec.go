@@ -57,7 +57,8 @@ func DefaultSpec(method string) Spec {
 	}
 }
 
-// Validate checks the spec up front and says which field to change.
+// Validate checks the spec up front and says which field to change. d is the number of
+// input columns; d <= 0 skips the checks that need it.
 func (s *Spec) Validate(d int) error {
 	switch s.Method {
 	case "gl", "rff", "exact":
@@ -87,7 +88,7 @@ func (s *Spec) Validate(d int) error {
 	if s.Method == "rff" && s.Features != 0 && (s.Features < 2 || s.Features%2 != 0) {
 		return fmt.Errorf("features: rff needs an even number of features >= 2, got %d", s.Features)
 	}
-	if len(s.NodesPerDim) != 0 && len(s.NodesPerDim) != d {
+	if d > 0 && len(s.NodesPerDim) != 0 && len(s.NodesPerDim) != d {
 		return fmt.Errorf("nodes-per-dim: %d values for %d input columns; give one per column", len(s.NodesPerDim), d)
 	}
 	for _, v := range s.NodesPerDim {
@@ -95,7 +96,7 @@ func (s *Spec) Validate(d int) error {
 			return fmt.Errorf("nodes-per-dim: %d must be at least 1", v)
 		}
 	}
-	if len(s.GLBox) != 0 && len(s.GLBox) != d {
+	if d > 0 && len(s.GLBox) != 0 && len(s.GLBox) != d {
 		return fmt.Errorf("gl-box: %d values for %d input columns; give one per column", len(s.GLBox), d)
 	}
 	for _, v := range s.GLBox {

@@ -28,10 +28,21 @@ type Observer func(Event)
 
 // Train runs the spec's method over the engine's shards and returns the trained model.
 func Train(ctx context.Context, eng engine.Engine, spec Spec, obs Observer) (*model.Model, error) {
-	if obs == nil {
-		obs = func(Event) {}
+	return Run(ctx, eng, spec, Hooks{Observer: obs})
+}
+
+// Run is Train with checkpoints: it resumes from hooks.Resume when set and saves a checkpoint
+// through hooks.Save after each phase and each optimizer iteration. A resumed run returns the
+// same model, bit for bit, as one that was never interrupted.
+func Run(ctx context.Context, eng engine.Engine, spec Spec, hooks Hooks) (*model.Model, error) {
+	if err := spec.Validate(0); err != nil {
+		return nil, err
 	}
-	p, err := prepare(ctx, eng, spec, obs)
+	r, err := newRun(spec, hooks)
+	if err != nil {
+		return nil, err
+	}
+	p, err := r.prepare(ctx, eng)
 	if err != nil {
 		return nil, err
 	}
@@ -40,11 +51,11 @@ func Train(ctx context.Context, eng engine.Engine, spec Spec, obs Observer) (*mo
 	}
 	switch spec.Method {
 	case "gl":
-		return trainGL(ctx, eng, spec, p, obs)
+		return r.trainGL(ctx, eng, p)
 	case "rff":
-		return trainRFF(ctx, eng, spec, p, obs)
+		return r.trainRFF(ctx, eng, p)
 	case "exact":
-		return trainExact(ctx, eng, spec, p, obs)
+		return r.trainExact(ctx, eng, p)
 	}
 	return nil, fmt.Errorf("method: unknown method %q", spec.Method)
 }
@@ -55,6 +66,19 @@ type prepared struct {
 	d, n   int
 	tf     shard.Transform
 	ranges []float64
+}
+
+// prepare runs the moments pass, or takes its outcome from the checkpoint.
+func (r *run) prepare(ctx context.Context, eng engine.Engine) (*prepared, error) {
+	if r.ck.Phase >= phasePrepared {
+		return &prepared{d: r.ck.D, n: r.ck.N, tf: r.ck.Transform, ranges: r.ck.Ranges}, nil
+	}
+	p, err := prepare(ctx, eng, r.spec, r.obs)
+	if err != nil {
+		return nil, err
+	}
+	r.ck.Phase, r.ck.N, r.ck.D, r.ck.Transform, r.ck.Ranges = phasePrepared, p.n, p.d, p.tf, p.ranges
+	return p, r.save(ctx)
 }
 
 // prepare runs the moments pass (count, mean, M2, min, max per column, merged by Chan's
@@ -154,30 +178,42 @@ type fitted struct {
 }
 
 // optimize minimizes obj over the box with box-constrained L-BFGS from the start search's
-// grid's best point, reporting each iteration. The objective is in total negative log likelihood; events
+// best point, reporting and checkpointing each iteration; a checkpointed run continues from
+// its saved optimizer state. The objective is the total negative log likelihood; events
 // report it per training row.
-func optimize(ctx context.Context, obj optimizer.Objective, value valueFunc, lower, upper []float64, maxIter, n int, obs Observer) (*fitted, error) {
-	obs(Event{Phase: "start", Message: fmt.Sprintf("start search over %d lengthscales x %d noise variances", startLengthscales, len(startNoise))})
-	x0, err := startPoint(value, lower, upper)
-	if err != nil {
-		return nil, err
+func (r *run) optimize(ctx context.Context, obj optimizer.Objective, value valueFunc, lower, upper []float64, p *prepared) (*fitted, error) {
+	maxIter := r.spec.maxIter()
+	if r.ck.Phase < phaseStarted {
+		r.obs(Event{Phase: "start", Message: fmt.Sprintf("start search over %d lengthscales x %d noise variances", startLengthscales, len(startNoise))})
+		x0, err := startPoint(value, lower, upper)
+		if err != nil {
+			return nil, err
+		}
+		r.ck.Phase, r.ck.Start = phaseStarted, x0
+		if err := r.save(ctx); err != nil {
+			return nil, err
+		}
 	}
-	st, err := optimizer.NewLBFGSState(x0, lower, upper)
-	if err != nil {
-		return nil, err
+	st := r.ck.LBFGS
+	if st == nil {
+		var err error
+		if st, err = optimizer.NewLBFGSState(r.ck.Start, lower, upper); err != nil {
+			return nil, err
+		}
 	}
-	out := &fitted{}
-	err = optimizer.MinimizeLBFGSB(ctx, obj, st, lower, upper, optimizer.LBFGSSettings{MaxIter: maxIter}, func(s *optimizer.LBFGSState) error {
-		out.trace = append(out.trace, s.F)
-		obs(Event{Phase: "optimize", Iteration: s.Iter, MaxIter: maxIter, Objective: s.F / float64(n)})
-		return nil
+	err := optimizer.MinimizeLBFGSB(ctx, obj, st, lower, upper, optimizer.LBFGSSettings{MaxIter: maxIter}, func(s *optimizer.LBFGSState) error {
+		for len(r.ck.Trace) <= s.Iter {
+			r.ck.Trace = append(r.ck.Trace, 0)
+		}
+		r.ck.Trace[s.Iter] = s.F
+		r.ck.LBFGS = s
+		r.obs(Event{Phase: "optimize", Iteration: s.Iter, MaxIter: maxIter, Objective: s.F / float64(p.n)})
+		return r.save(ctx)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("optimize hyperparameters: %w", err)
 	}
-	out.theta = append([]float64(nil), st.X...)
-	out.iters = st.Iter
-	return out, nil
+	return &fitted{theta: append([]float64(nil), st.X...), trace: append([]float64(nil), r.ck.Trace...), iters: st.Iter}, nil
 }
 
 // hyperOf unpacks theta into standardized hyperparameters.

@@ -1,0 +1,214 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rs/zerolog"
+	"google.golang.org/grpc/codes"
+
+	"github.com/gpreduce/gpreduce/internal/engine"
+	"github.com/gpreduce/gpreduce/internal/reduce"
+	"github.com/gpreduce/gpreduce/internal/shard"
+	"github.com/gpreduce/gpreduce/internal/wire"
+	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
+)
+
+// Default values of the Config fields left zero.
+const (
+	DefaultShardTimeout = 5 * time.Minute
+	DefaultTaskTimeout  = 30 * time.Minute
+	DefaultMaxInFlight  = 2
+	DefaultPollInterval = 200 * time.Millisecond
+)
+
+// ErrNoLiveWorker is wrapped by the error of a round in which a shard waited ShardTimeout
+// without a live worker able to run it.
+var ErrNoLiveWorker = errors.New("no live worker")
+
+// Worker is one worker of the pool: its stable ID and the address of its gRPC service.
+type Worker struct{ ID, Addr string }
+
+// Pool is the set of live workers (the coordinator's registry implements it). Live returns
+// them sorted by ID; it is called at every round start and polled during a round, so it must
+// be cheap and safe for concurrent use.
+type Pool interface{ Live() []Worker }
+
+// Dialer returns a client for a worker's address. The caller caches connections and sets
+// credentials; the engine calls it once per task attempt.
+type Dialer func(ctx context.Context, addr string) (pb.WorkerClient, error)
+
+// Config configures a remote Engine. JobID, Shards, Pool and Dial are required.
+type Config struct {
+	// JobID names the job in every task (a task is keyed by job, round and shard).
+	JobID string
+	// Source is where the workers read the job's rows from.
+	Source shard.Source
+	// Shards are the job's fixed shards in shard order: Shards[i].Index must be i.
+	Shards []shard.Ref
+	// Pool lists the live workers.
+	Pool Pool
+	// Dial returns a client for a worker address.
+	Dial Dialer
+	// ShardTimeout is how long a shard may wait with no live worker to run it before the
+	// round fails (default DefaultShardTimeout).
+	ShardTimeout time.Duration
+	// TaskTimeout bounds one RunTask attempt; an attempt that exceeds it counts as a failure
+	// of its worker and the shard is retried elsewhere (default DefaultTaskTimeout).
+	TaskTimeout time.Duration
+	// MaxInFlight is the most tasks of a round running at once on one worker
+	// (default DefaultMaxInFlight).
+	MaxInFlight int
+	// PollInterval is how often Pool.Live is polled during a round to notice workers that
+	// left or joined (default DefaultPollInterval).
+	PollInterval time.Duration
+	// Logger receives reassignments and worker failures at warn level. The zero Logger
+	// discards everything.
+	Logger zerolog.Logger
+	// Observe, if set, is called with the outcome of every task attempt that completes while
+	// its round runs (for metrics). Calls come one at a time from the round's goroutine, so
+	// Observe must return quickly.
+	Observe func(TaskEvent)
+}
+
+// TaskEvent is the outcome of one task attempt.
+type TaskEvent struct {
+	JobID    string
+	Round    uint64
+	Shard    int
+	Worker   Worker
+	Duration time.Duration
+	// Err is nil when the worker returned an accepted result for the shard.
+	Err error
+}
+
+// TaskError is a failure a worker reported for a shard that retrying on another worker
+// cannot fix: bad data (codes.FailedPrecondition, codes.InvalidArgument: a missing source,
+// a corrupt row) or rejected credentials (codes.Unauthenticated, codes.PermissionDenied).
+// Message is the worker's message verbatim.
+type TaskError struct {
+	Shard   shard.Ref
+	Worker  Worker
+	Code    codes.Code
+	Message string
+}
+
+// Error names the shard and the worker and carries the worker's message.
+func (e *TaskError) Error() string {
+	switch e.Code {
+	case codes.Unauthenticated, codes.PermissionDenied:
+		return fmt.Sprintf("%v: worker %s (%s) refused the task (%v): %s; check the worker join token and TLS settings",
+			e.Shard, e.Worker.ID, e.Worker.Addr, e.Code, e.Message)
+	}
+	return fmt.Sprintf("%v on worker %s: %s", e.Shard, e.Worker.ID, e.Message)
+}
+
+// Engine runs tasks over a job's fixed shards on remote workers. Each Gather is one round,
+// numbered from 1; rounds of one Engine run one at a time.
+type Engine struct {
+	cfg    Config
+	shards []shard.Ref
+	refs   []*pb.ShardRef
+	source *pb.DataSource
+
+	// sem holds one token while a round runs; round and owners belong to the round holding it.
+	sem    chan struct{}
+	round  uint64
+	owners []string // owners[i] is the ID of the worker that owns shard i ("" before the first round)
+}
+
+var _ engine.Engine = (*Engine)(nil)
+
+// New checks cfg, fills in its defaults and returns an Engine.
+func New(cfg Config) (*Engine, error) {
+	switch {
+	case cfg.JobID == "":
+		return nil, fmt.Errorf("remote engine: no job id")
+	case len(cfg.Shards) == 0:
+		return nil, fmt.Errorf("remote engine: job %s: no shards", cfg.JobID)
+	case cfg.Pool == nil:
+		return nil, fmt.Errorf("remote engine: job %s: no worker pool", cfg.JobID)
+	case cfg.Dial == nil:
+		return nil, fmt.Errorf("remote engine: job %s: no dialer", cfg.JobID)
+	case cfg.ShardTimeout < 0 || cfg.TaskTimeout < 0 || cfg.PollInterval < 0 || cfg.MaxInFlight < 0:
+		return nil, fmt.Errorf("remote engine: job %s: negative timeout, poll interval or in-flight limit", cfg.JobID)
+	}
+	for i, r := range cfg.Shards {
+		if r.Index != i {
+			return nil, fmt.Errorf("remote engine: job %s: %v is at position %d of the shard list", cfg.JobID, r, i)
+		}
+	}
+	if cfg.ShardTimeout == 0 {
+		cfg.ShardTimeout = DefaultShardTimeout
+	}
+	if cfg.TaskTimeout == 0 {
+		cfg.TaskTimeout = DefaultTaskTimeout
+	}
+	if cfg.MaxInFlight == 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = DefaultPollInterval
+	}
+	e := &Engine{
+		cfg:    cfg,
+		shards: append([]shard.Ref(nil), cfg.Shards...),
+		refs:   make([]*pb.ShardRef, len(cfg.Shards)),
+		source: wire.EncodeSource(cfg.Source),
+		sem:    make(chan struct{}, 1),
+		owners: make([]string, len(cfg.Shards)),
+	}
+	for i, r := range e.shards {
+		e.refs[i] = wire.EncodeRef(r)
+	}
+	return e, nil
+}
+
+// Shards lists the job's shards in shard order.
+func (e *Engine) Shards() []shard.Ref { return append([]shard.Ref(nil), e.shards...) }
+
+// Reduce runs t on every shard and merges the results in shard order.
+func (e *Engine) Reduce(ctx context.Context, t engine.Task) (reduce.Stats, error) {
+	parts, err := e.Gather(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	return engine.MergeInOrder(parts)
+}
+
+// Gather runs t on every shard as one round and returns the per-shard results in shard
+// order. It fails when a worker reports bad data or rejects the credentials for a shard, or
+// when a shard has no live worker for ShardTimeout; the error names the shard. If ctx ends,
+// Gather stops the round's tasks and returns ctx.Err().
+func (e *Engine) Gather(ctx context.Context, t engine.Task) ([]reduce.Stats, error) {
+	task, err := wire.EncodeTask(t)
+	if err != nil {
+		return nil, fmt.Errorf("remote engine: job %s: %w", e.cfg.JobID, err)
+	}
+	select {
+	case e.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-e.sem }()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	e.round++
+	return newRound(ctx, e, e.round, task).run()
+}
+
+// call runs one task attempt on w.
+func (e *Engine) call(ctx context.Context, w Worker, req *pb.RunTaskRequest) (*pb.RunTaskResponse, error) {
+	c, err := e.cfg.Dial(ctx, w.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("dial worker %s at %s: %w", w.ID, w.Addr, err)
+	}
+	resp, err := c.RunTask(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("worker %s at %s: %w", w.ID, w.Addr, err)
+	}
+	return resp, nil
+}

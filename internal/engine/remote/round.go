@@ -1,0 +1,377 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/gpreduce/gpreduce/internal/reduce"
+	"github.com/gpreduce/gpreduce/internal/wire"
+	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
+)
+
+// maxRetryBackoff caps the wait before a shard is retried on a worker that already failed in
+// this round (which happens only when every live worker has failed).
+const maxRetryBackoff = 2 * time.Second
+
+type shardState int
+
+const (
+	pending shardState = iota
+	running
+	done
+)
+
+// attempt is one RunTask call in flight.
+type attempt struct {
+	id     int
+	shard  int
+	worker Worker
+	cancel context.CancelFunc
+	// abandoned attempts were cancelled by the round (their worker failed or left, or another
+	// attempt finished the shard); their failures are ignored.
+	abandoned bool
+}
+
+// outcome is what an attempt's goroutine reports.
+type outcome struct {
+	id   int
+	resp *pb.RunTaskResponse
+	err  error
+	dur  time.Duration
+}
+
+// round is the state of one Gather. Everything but results, rctx and wg belongs to the
+// goroutine running run; attempt goroutines only send on results.
+type round struct {
+	e    *Engine
+	num  uint64
+	task *pb.Task
+	ctx  context.Context // the caller's
+	rctx context.Context // ends when the round ends; parent of every attempt
+	log  zerolog.Logger
+
+	out       []reduce.Stats
+	state     []shardState
+	waitSince []time.Time // when the shard began waiting for a usable worker (zero: not waiting)
+	notBefore []time.Time // earliest retry on a worker that already failed this round
+	retries   []int
+	lastErr   []error
+	remaining int
+
+	live     map[string]Worker
+	sorted   []Worker // live, by ID
+	failed   map[string]bool
+	load     map[string]int // attempts running per worker ID
+	attempts map[int]*attempt
+	nextID   int
+
+	results chan outcome
+	wg      sync.WaitGroup
+}
+
+func newRound(ctx context.Context, e *Engine, num uint64, task *pb.Task) *round {
+	k := len(e.shards)
+	return &round{
+		e: e, num: num, task: task, ctx: ctx,
+		log:       e.cfg.Logger.With().Str("job", e.cfg.JobID).Uint64("round", num).Logger(),
+		out:       make([]reduce.Stats, k),
+		state:     make([]shardState, k),
+		waitSince: make([]time.Time, k),
+		notBefore: make([]time.Time, k),
+		retries:   make([]int, k),
+		lastErr:   make([]error, k),
+		remaining: k,
+		failed:    map[string]bool{},
+		load:      map[string]int{},
+		attempts:  map[int]*attempt{},
+		results:   make(chan outcome),
+	}
+}
+
+// run executes the round and returns the results in shard order.
+func (r *round) run() ([]reduce.Stats, error) {
+	rctx, cancel := context.WithCancel(r.ctx)
+	r.rctx = rctx
+	defer r.wg.Wait()
+	defer cancel()
+
+	start := time.Now()
+	r.setLive(r.e.cfg.Pool.Live())
+	r.reconcile()
+	ticker := time.NewTicker(r.e.cfg.PollInterval)
+	defer ticker.Stop()
+	for r.remaining > 0 {
+		if err := r.ctx.Err(); err != nil {
+			return nil, err
+		}
+		if err := r.dispatch(time.Now()); err != nil {
+			return nil, err
+		}
+		select {
+		case <-r.ctx.Done():
+			return nil, r.ctx.Err()
+		case o := <-r.results:
+			if err := r.handle(o); err != nil {
+				return nil, err
+			}
+		case <-ticker.C:
+			r.poll()
+		}
+	}
+	r.log.Debug().Dur("took", time.Since(start)).Int("shards", len(r.out)).Msg("round done")
+	return r.out, nil
+}
+
+// setLive records a snapshot of the pool.
+func (r *round) setLive(ws []Worker) {
+	r.sorted = normalize(ws)
+	r.live = make(map[string]Worker, len(r.sorted))
+	for _, w := range r.sorted {
+		r.live[w.ID] = w
+	}
+}
+
+// reconcile updates the shard owners at the round boundary and logs the moves.
+func (r *round) reconcile() {
+	orphans, rebalanced := reconcile(r.e.owners, r.sorted)
+	for _, m := range orphans {
+		if m.from == "" {
+			r.log.Debug().Int("shard", m.shard).Str("worker", m.to).Msg("shard assigned")
+			continue
+		}
+		r.log.Warn().Int("shard", m.shard).Str("worker", m.to).Str("from", m.from).
+			Msg("shard reassigned: its worker left the pool")
+	}
+	for _, m := range rebalanced {
+		r.log.Info().Int("shard", m.shard).Str("worker", m.to).Str("from", m.from).
+			Msg("shard moved to rebalance the pool")
+	}
+}
+
+// healthy returns the live workers that have not failed in this round, by ID.
+func (r *round) healthy() []Worker {
+	var h []Worker
+	for _, w := range r.sorted {
+		if !r.failed[w.ID] {
+			h = append(h, w)
+		}
+	}
+	return h
+}
+
+// target returns the worker that should run pending shard s, moving the shard if its owner
+// is gone or failed. ok is false when no worker is live; usable is false when every live
+// worker has failed in this round (the shard is then retried on one of them, with backoff).
+func (r *round) target(s int, healthy []Worker) (w Worker, ok, usable bool) {
+	owner := r.e.owners[s]
+	ow, ownerLive := r.live[owner]
+	switch {
+	case ownerLive && !r.failed[owner]:
+		return ow, true, true
+	case len(healthy) > 0:
+		return r.moveShard(s, leastLoaded(r.e.owners, healthy)), true, true
+	case len(r.sorted) == 0:
+		return Worker{}, false, false
+	case ownerLive:
+		return ow, true, false
+	}
+	return r.moveShard(s, leastLoaded(r.e.owners, r.sorted)), true, false
+}
+
+// moveShard gives shard s to w during the round and logs why.
+func (r *round) moveShard(s int, w Worker) Worker {
+	from := r.e.owners[s]
+	r.e.owners[s] = w.ID
+	why := "its worker failed"
+	switch _, live := r.live[from]; {
+	case from == "":
+		why = "it had no worker"
+	case !live:
+		why = "its worker left the pool"
+	}
+	r.log.Warn().Int("shard", s).Str("worker", w.ID).Str("from", from).Msg("shard reassigned: " + why)
+	return w
+}
+
+// dispatch starts every pending shard whose worker has room, and fails the round if a shard
+// has waited ShardTimeout for a usable worker.
+func (r *round) dispatch(now time.Time) error {
+	healthy := r.healthy()
+	for s, st := range r.state {
+		if st != pending {
+			continue
+		}
+		w, ok, usable := r.target(s, healthy)
+		if usable {
+			r.waitSince[s] = time.Time{}
+		} else {
+			if r.waitSince[s].IsZero() {
+				r.waitSince[s] = now
+			}
+			// A shard queued behind running tasks of its (failed) worker is not stuck.
+			if now.Sub(r.waitSince[s]) >= r.e.cfg.ShardTimeout && (!ok || r.load[w.ID] == 0) {
+				return r.timeoutError(s)
+			}
+			if !ok || now.Before(r.notBefore[s]) {
+				continue
+			}
+		}
+		if r.load[w.ID] >= r.e.cfg.MaxInFlight {
+			continue
+		}
+		r.launch(s, w)
+	}
+	return nil
+}
+
+func (r *round) timeoutError(s int) error {
+	err := fmt.Errorf("%v: %w for %v", r.e.shards[s], ErrNoLiveWorker, r.e.cfg.ShardTimeout)
+	if r.lastErr[s] != nil {
+		err = fmt.Errorf("%w (every live worker failed in this round; last error: %w)", err, r.lastErr[s])
+	}
+	return fmt.Errorf("job %s round %d: %w", r.e.cfg.JobID, r.num, err)
+}
+
+// launch starts an attempt of shard s on w.
+func (r *round) launch(s int, w Worker) {
+	ctx, cancel := context.WithTimeout(r.rctx, r.e.cfg.TaskTimeout)
+	id := r.nextID
+	r.nextID++
+	r.attempts[id] = &attempt{id: id, shard: s, worker: w, cancel: cancel}
+	r.load[w.ID]++
+	r.state[s] = running
+	req := &pb.RunTaskRequest{JobId: r.e.cfg.JobID, Round: r.num, Source: r.e.source, Shard: r.e.refs[s], Task: r.task}
+	results, done := r.results, r.rctx.Done()
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer cancel()
+		start := time.Now()
+		resp, err := r.e.call(ctx, w, req)
+		select {
+		case results <- outcome{id: id, resp: resp, err: err, dur: time.Since(start)}:
+		case <-done:
+		}
+	}()
+}
+
+// abandon cancels a running attempt and puts its shard back to pending.
+func (r *round) abandon(a *attempt) {
+	a.abandoned = true
+	a.cancel()
+	if r.state[a.shard] == running {
+		r.state[a.shard] = pending
+	}
+}
+
+// poll refreshes the pool and abandons attempts on workers that left it.
+func (r *round) poll() {
+	r.setLive(r.e.cfg.Pool.Live())
+	for _, a := range r.attempts {
+		if _, ok := r.live[a.worker.ID]; !ok && !a.abandoned {
+			r.log.Warn().Int("shard", a.shard).Str("worker", a.worker.ID).
+				Msg("worker left the pool with a task in flight; cancelling it")
+			r.abandon(a)
+		}
+	}
+}
+
+// handle processes the outcome of an attempt.
+func (r *round) handle(o outcome) error {
+	a := r.attempts[o.id]
+	delete(r.attempts, o.id)
+	r.load[a.worker.ID]--
+	if err := r.ctx.Err(); err != nil {
+		return err
+	}
+	s := a.shard
+	var st reduce.Stats
+	err := o.err
+	if err == nil {
+		st, err = r.accept(s, o.resp)
+	}
+	if obs := r.e.cfg.Observe; obs != nil {
+		obs(TaskEvent{JobID: r.e.cfg.JobID, Round: r.num, Shard: s, Worker: a.worker, Duration: o.dur, Err: err})
+	}
+	switch {
+	case r.state[s] == done:
+		return nil // a duplicate: the shard's result was already accepted
+	case err == nil:
+		r.out[s], r.state[s] = st, done
+		r.remaining--
+		if len(r.healthy()) == 0 {
+			// Every live worker has failed in this round and this one just worked: use it
+			// normally again rather than let the other shards time out waiting for it.
+			delete(r.failed, a.worker.ID)
+		}
+		for _, b := range r.attempts {
+			if b.shard == s && !b.abandoned {
+				r.abandon(b)
+			}
+		}
+		return nil
+	case a.abandoned:
+		return nil // the round already moved this shard on
+	}
+
+	if gs, ok := grpcStatus(err); ok {
+		switch gs.Code() {
+		case codes.FailedPrecondition, codes.InvalidArgument, codes.Unauthenticated, codes.PermissionDenied:
+			return fmt.Errorf("job %s round %d: %w", r.e.cfg.JobID, r.num,
+				&TaskError{Shard: r.e.shards[s], Worker: a.worker, Code: gs.Code(), Message: gs.Message()})
+		}
+	}
+	// Anything else is a failure of the worker or the connection to it: retry elsewhere.
+	r.state[s] = pending
+	r.retries[s]++
+	r.lastErr[s] = err
+	r.notBefore[s] = time.Now().Add(min(maxRetryBackoff, r.e.cfg.PollInterval<<min(r.retries[s]-1, 8)))
+	r.workerFailed(a, err)
+	return nil
+}
+
+// accept checks a reply and decodes its statistic.
+func (r *round) accept(s int, resp *pb.RunTaskResponse) (reduce.Stats, error) {
+	if resp.GetJobId() != r.e.cfg.JobID || resp.GetRound() != r.num || int(resp.GetShard()) != s {
+		return nil, fmt.Errorf("reply for job %q round %d shard %d to task job %q round %d shard %d",
+			resp.GetJobId(), resp.GetRound(), resp.GetShard(), r.e.cfg.JobID, r.num, s)
+	}
+	st, err := wire.DecodeStats(resp.GetStats())
+	if err != nil {
+		return nil, fmt.Errorf("reply for shard %d: %w", s, err)
+	}
+	return st, nil
+}
+
+// workerFailed marks a's worker failed for the rest of the round and, if another worker can
+// take over, cancels its other attempts so that dispatch moves all its shards.
+func (r *round) workerFailed(a *attempt, err error) {
+	w := a.worker
+	r.failed[w.ID] = true
+	r.log.Warn().Int("shard", a.shard).Str("worker", w.ID).Str("addr", w.Addr).Err(err).
+		Msg("worker failed; moving its shards")
+	if len(r.healthy()) == 0 {
+		return
+	}
+	for _, b := range r.attempts {
+		if b.worker.ID == w.ID && !b.abandoned {
+			r.abandon(b)
+		}
+	}
+}
+
+// grpcStatus returns the gRPC status err carries, if any, with the worker's own message.
+func grpcStatus(err error) (*status.Status, bool) {
+	var se interface{ GRPCStatus() *status.Status }
+	if errors.As(err, &se) {
+		return se.GRPCStatus(), true
+	}
+	return nil, false
+}

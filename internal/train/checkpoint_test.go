@@ -1,0 +1,91 @@
+package train
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+)
+
+// TestResumeGivesIdenticalModel: a run stopped at any checkpoint (as when a leader dies) and
+// resumed from it produces the same model bytes as an uninterrupted run, for every method.
+func TestResumeGivesIdenticalModel(t *testing.T) {
+	for _, method := range []string{"gl", "rff", "exact"} {
+		t.Run(method, func(t *testing.T) {
+			tab := synthTable(600, 2, 71)
+			if method == "exact" {
+				tab = synthTable(200, 2, 71)
+			}
+			spec := DefaultSpec(method)
+			spec.LengthscaleBounds = [2]float64{0.5, 1}
+			spec.NodesPerDim = []int{14, 14}
+			spec.Features = 48
+			spec.MaxIter = 12
+			eng := localEngine(t, tab, 4, 2)
+			var cks [][]byte
+			full, err := Run(context.Background(), eng, spec, Hooks{Save: func(_ context.Context, _ int, _ float64, ck []byte) error {
+				cks = append(cks, append([]byte(nil), ck...))
+				return nil
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := full.Bytes()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(cks) < 5 {
+				t.Fatalf("only %d checkpoints saved", len(cks))
+			}
+			for _, k := range []int{0, 1, 2, len(cks) / 2, len(cks) - 1} {
+				// Interrupt a fresh run at checkpoint k, then resume from it.
+				stop := errors.New("leader died")
+				n := 0
+				var last []byte
+				_, err := Run(context.Background(), localEngine(t, tab, 4, 1), spec, Hooks{Save: func(_ context.Context, _ int, _ float64, ck []byte) error {
+					last = append([]byte(nil), ck...)
+					n++
+					if n > k {
+						return stop
+					}
+					return nil
+				}})
+				if !errors.Is(err, stop) {
+					t.Fatalf("checkpoint %d: interrupted run returned %v", k, err)
+				}
+				if !bytes.Equal(last, cks[k]) {
+					t.Fatalf("checkpoint %d differs between runs", k)
+				}
+				m, err := Run(context.Background(), localEngine(t, tab, 4, 3), spec, Hooks{Resume: last})
+				if err != nil {
+					t.Fatalf("resume from checkpoint %d: %v", k, err)
+				}
+				got, err := m.Bytes()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, want) {
+					t.Errorf("model resumed from checkpoint %d of %d differs from the uninterrupted one", k, len(cks))
+				}
+			}
+		})
+	}
+}
+
+func TestResumeRejectsForeignCheckpoint(t *testing.T) {
+	tab := synthTable(100, 1, 72)
+	spec := DefaultSpec("gl")
+	spec.NodesPerDim = []int{20}
+	spec.MaxIter = 2
+	var ck []byte
+	if _, err := Run(context.Background(), localEngine(t, tab, 2, 1), spec, Hooks{Save: func(_ context.Context, _ int, _ float64, b []byte) error { ck = b; return nil }}); err != nil {
+		t.Fatal(err)
+	}
+	spec.Method = "rff"
+	if _, err := Run(context.Background(), localEngine(t, tab, 2, 1), spec, Hooks{Resume: ck}); err == nil {
+		t.Error("an rff job resumed from a gl checkpoint")
+	}
+	if _, err := Run(context.Background(), localEngine(t, tab, 2, 1), spec, Hooks{Resume: []byte("garbage")}); err == nil {
+		t.Error("a garbage checkpoint was accepted")
+	}
+}

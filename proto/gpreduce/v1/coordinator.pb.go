@@ -1208,6 +1208,478 @@ func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
 	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{17}
 }
 
+type JoinClusterRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	RaftAddress   string                 `protobuf:"bytes,2,opt,name=raft_address,json=raftAddress,proto3" json:"raft_address,omitempty"`
+	ApiAddress    string                 `protobuf:"bytes,3,opt,name=api_address,json=apiAddress,proto3" json:"api_address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JoinClusterRequest) Reset() {
+	*x = JoinClusterRequest{}
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JoinClusterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JoinClusterRequest) ProtoMessage() {}
+
+func (x *JoinClusterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JoinClusterRequest.ProtoReflect.Descriptor instead.
+func (*JoinClusterRequest) Descriptor() ([]byte, []int) {
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *JoinClusterRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *JoinClusterRequest) GetRaftAddress() string {
+	if x != nil {
+		return x.RaftAddress
+	}
+	return ""
+}
+
+func (x *JoinClusterRequest) GetApiAddress() string {
+	if x != nil {
+		return x.ApiAddress
+	}
+	return ""
+}
+
+type JoinClusterResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JoinClusterResponse) Reset() {
+	*x = JoinClusterResponse{}
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JoinClusterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JoinClusterResponse) ProtoMessage() {}
+
+func (x *JoinClusterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JoinClusterResponse.ProtoReflect.Descriptor instead.
+func (*JoinClusterResponse) Descriptor() ([]byte, []int) {
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{19}
+}
+
+type RemoveMemberRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveMemberRequest) Reset() {
+	*x = RemoveMemberRequest{}
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveMemberRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveMemberRequest) ProtoMessage() {}
+
+func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
+func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *RemoveMemberRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type RemoveMemberResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveMemberResponse) Reset() {
+	*x = RemoveMemberResponse{}
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveMemberResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveMemberResponse) ProtoMessage() {}
+
+func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
+func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{21}
+}
+
+type ListMembersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMembersRequest) Reset() {
+	*x = ListMembersRequest{}
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMembersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMembersRequest) ProtoMessage() {}
+
+func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMembersRequest.ProtoReflect.Descriptor instead.
+func (*ListMembersRequest) Descriptor() ([]byte, []int) {
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{22}
+}
+
+type Member struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	RaftAddress   string                 `protobuf:"bytes,2,opt,name=raft_address,json=raftAddress,proto3" json:"raft_address,omitempty"`
+	ApiAddress    string                 `protobuf:"bytes,3,opt,name=api_address,json=apiAddress,proto3" json:"api_address,omitempty"`
+	Leader        bool                   `protobuf:"varint,4,opt,name=leader,proto3" json:"leader,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Member) Reset() {
+	*x = Member{}
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Member) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Member) ProtoMessage() {}
+
+func (x *Member) ProtoReflect() protoreflect.Message {
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Member.ProtoReflect.Descriptor instead.
+func (*Member) Descriptor() ([]byte, []int) {
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *Member) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Member) GetRaftAddress() string {
+	if x != nil {
+		return x.RaftAddress
+	}
+	return ""
+}
+
+func (x *Member) GetApiAddress() string {
+	if x != nil {
+		return x.ApiAddress
+	}
+	return ""
+}
+
+func (x *Member) GetLeader() bool {
+	if x != nil {
+		return x.Leader
+	}
+	return false
+}
+
+type ListMembersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Members       []*Member              `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMembersResponse) Reset() {
+	*x = ListMembersResponse{}
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMembersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMembersResponse) ProtoMessage() {}
+
+func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMembersResponse.ProtoReflect.Descriptor instead.
+func (*ListMembersResponse) Descriptor() ([]byte, []int) {
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ListMembersResponse) GetMembers() []*Member {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+type ListWorkersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWorkersRequest) Reset() {
+	*x = ListWorkersRequest{}
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWorkersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWorkersRequest) ProtoMessage() {}
+
+func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
+func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{25}
+}
+
+type WorkerInfo struct {
+	state                 protoimpl.MessageState `protogen:"open.v1"`
+	Id                    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Address               string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	Cores                 int32                  `protobuf:"varint,3,opt,name=cores,proto3" json:"cores,omitempty"`
+	LastHeartbeatUnixNano int64                  `protobuf:"varint,4,opt,name=last_heartbeat_unix_nano,json=lastHeartbeatUnixNano,proto3" json:"last_heartbeat_unix_nano,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *WorkerInfo) Reset() {
+	*x = WorkerInfo{}
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkerInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkerInfo) ProtoMessage() {}
+
+func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkerInfo.ProtoReflect.Descriptor instead.
+func (*WorkerInfo) Descriptor() ([]byte, []int) {
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *WorkerInfo) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *WorkerInfo) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *WorkerInfo) GetCores() int32 {
+	if x != nil {
+		return x.Cores
+	}
+	return 0
+}
+
+func (x *WorkerInfo) GetLastHeartbeatUnixNano() int64 {
+	if x != nil {
+		return x.LastHeartbeatUnixNano
+	}
+	return 0
+}
+
+type ListWorkersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Workers       []*WorkerInfo          `protobuf:"bytes,1,rep,name=workers,proto3" json:"workers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWorkersResponse) Reset() {
+	*x = ListWorkersResponse{}
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWorkersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWorkersResponse) ProtoMessage() {}
+
+func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
+func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ListWorkersResponse) GetWorkers() []*WorkerInfo {
+	if x != nil {
+		return x.Workers
+	}
+	return nil
+}
+
 var File_gpreduce_v1_coordinator_proto protoreflect.FileDescriptor
 
 const file_gpreduce_v1_coordinator_proto_rawDesc = "" +
@@ -1294,14 +1766,41 @@ const file_gpreduce_v1_coordinator_proto_rawDesc = "" +
 	"\x15heartbeat_interval_ms\x18\x02 \x01(\x03R\x13heartbeatIntervalMs\"/\n" +
 	"\x10HeartbeatRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\"\x13\n" +
-	"\x11HeartbeatResponse*\x9a\x01\n" +
+	"\x11HeartbeatResponse\"h\n" +
+	"\x12JoinClusterRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
+	"\fraft_address\x18\x02 \x01(\tR\vraftAddress\x12\x1f\n" +
+	"\vapi_address\x18\x03 \x01(\tR\n" +
+	"apiAddress\"\x15\n" +
+	"\x13JoinClusterResponse\"%\n" +
+	"\x13RemoveMemberRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x16\n" +
+	"\x14RemoveMemberResponse\"\x14\n" +
+	"\x12ListMembersRequest\"t\n" +
+	"\x06Member\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
+	"\fraft_address\x18\x02 \x01(\tR\vraftAddress\x12\x1f\n" +
+	"\vapi_address\x18\x03 \x01(\tR\n" +
+	"apiAddress\x12\x16\n" +
+	"\x06leader\x18\x04 \x01(\bR\x06leader\"D\n" +
+	"\x13ListMembersResponse\x12-\n" +
+	"\amembers\x18\x01 \x03(\v2\x13.gpreduce.v1.MemberR\amembers\"\x14\n" +
+	"\x12ListWorkersRequest\"\x85\x01\n" +
+	"\n" +
+	"WorkerInfo\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x14\n" +
+	"\x05cores\x18\x03 \x01(\x05R\x05cores\x127\n" +
+	"\x18last_heartbeat_unix_nano\x18\x04 \x01(\x03R\x15lastHeartbeatUnixNano\"H\n" +
+	"\x13ListWorkersResponse\x121\n" +
+	"\aworkers\x18\x01 \x03(\v2\x17.gpreduce.v1.WorkerInfoR\aworkers*\x9a\x01\n" +
 	"\bJobState\x12\x19\n" +
 	"\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11JOB_STATE_PENDING\x10\x01\x12\x15\n" +
 	"\x11JOB_STATE_RUNNING\x10\x02\x12\x17\n" +
 	"\x13JOB_STATE_SUCCEEDED\x10\x03\x12\x14\n" +
 	"\x10JOB_STATE_FAILED\x10\x04\x12\x16\n" +
-	"\x12JOB_STATE_CANCELED\x10\x052\xff\x04\n" +
+	"\x12JOB_STATE_CANCELED\x10\x052\xca\a\n" +
 	"\vCoordinator\x12<\n" +
 	"\tSubmitJob\x12\x1d.gpreduce.v1.SubmitJobRequest\x1a\x10.gpreduce.v1.Job\x126\n" +
 	"\x06GetJob\x12\x1a.gpreduce.v1.GetJobRequest\x1a\x10.gpreduce.v1.Job\x12G\n" +
@@ -1311,7 +1810,11 @@ const file_gpreduce_v1_coordinator_proto_rawDesc = "" +
 	"\aPredict\x12\x1b.gpreduce.v1.PredictRequest\x1a\x1c.gpreduce.v1.PredictResponse\x12C\n" +
 	"\bGetModel\x12\x1c.gpreduce.v1.GetModelRequest\x1a\x17.gpreduce.v1.ModelChunk0\x01\x12Y\n" +
 	"\x0eRegisterWorker\x12\".gpreduce.v1.RegisterWorkerRequest\x1a#.gpreduce.v1.RegisterWorkerResponse\x12J\n" +
-	"\tHeartbeat\x12\x1d.gpreduce.v1.HeartbeatRequest\x1a\x1e.gpreduce.v1.HeartbeatResponseB;Z9github.com/gpreduce/gpreduce/proto/gpreduce/v1;gpreducev1b\x06proto3"
+	"\tHeartbeat\x12\x1d.gpreduce.v1.HeartbeatRequest\x1a\x1e.gpreduce.v1.HeartbeatResponse\x12P\n" +
+	"\vJoinCluster\x12\x1f.gpreduce.v1.JoinClusterRequest\x1a .gpreduce.v1.JoinClusterResponse\x12S\n" +
+	"\fRemoveMember\x12 .gpreduce.v1.RemoveMemberRequest\x1a!.gpreduce.v1.RemoveMemberResponse\x12P\n" +
+	"\vListMembers\x12\x1f.gpreduce.v1.ListMembersRequest\x1a .gpreduce.v1.ListMembersResponse\x12P\n" +
+	"\vListWorkers\x12\x1f.gpreduce.v1.ListWorkersRequest\x1a .gpreduce.v1.ListWorkersResponseB;Z9github.com/gpreduce/gpreduce/proto/gpreduce/v1;gpreducev1b\x06proto3"
 
 var (
 	file_gpreduce_v1_coordinator_proto_rawDescOnce sync.Once
@@ -1326,7 +1829,7 @@ func file_gpreduce_v1_coordinator_proto_rawDescGZIP() []byte {
 }
 
 var file_gpreduce_v1_coordinator_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gpreduce_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_gpreduce_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_gpreduce_v1_coordinator_proto_goTypes = []any{
 	(JobState)(0),                  // 0: gpreduce.v1.JobState
 	(*JobSpec)(nil),                // 1: gpreduce.v1.JobSpec
@@ -1347,39 +1850,59 @@ var file_gpreduce_v1_coordinator_proto_goTypes = []any{
 	(*RegisterWorkerResponse)(nil), // 16: gpreduce.v1.RegisterWorkerResponse
 	(*HeartbeatRequest)(nil),       // 17: gpreduce.v1.HeartbeatRequest
 	(*HeartbeatResponse)(nil),      // 18: gpreduce.v1.HeartbeatResponse
-	(*DataSource)(nil),             // 19: gpreduce.v1.DataSource
+	(*JoinClusterRequest)(nil),     // 19: gpreduce.v1.JoinClusterRequest
+	(*JoinClusterResponse)(nil),    // 20: gpreduce.v1.JoinClusterResponse
+	(*RemoveMemberRequest)(nil),    // 21: gpreduce.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),   // 22: gpreduce.v1.RemoveMemberResponse
+	(*ListMembersRequest)(nil),     // 23: gpreduce.v1.ListMembersRequest
+	(*Member)(nil),                 // 24: gpreduce.v1.Member
+	(*ListMembersResponse)(nil),    // 25: gpreduce.v1.ListMembersResponse
+	(*ListWorkersRequest)(nil),     // 26: gpreduce.v1.ListWorkersRequest
+	(*WorkerInfo)(nil),             // 27: gpreduce.v1.WorkerInfo
+	(*ListWorkersResponse)(nil),    // 28: gpreduce.v1.ListWorkersResponse
+	(*DataSource)(nil),             // 29: gpreduce.v1.DataSource
 }
 var file_gpreduce_v1_coordinator_proto_depIdxs = []int32{
-	19, // 0: gpreduce.v1.JobSpec.data:type_name -> gpreduce.v1.DataSource
+	29, // 0: gpreduce.v1.JobSpec.data:type_name -> gpreduce.v1.DataSource
 	1,  // 1: gpreduce.v1.Job.spec:type_name -> gpreduce.v1.JobSpec
 	0,  // 2: gpreduce.v1.Job.state:type_name -> gpreduce.v1.JobState
 	2,  // 3: gpreduce.v1.Job.hyperparameters:type_name -> gpreduce.v1.Hyperparameters
 	1,  // 4: gpreduce.v1.SubmitJobRequest.spec:type_name -> gpreduce.v1.JobSpec
 	3,  // 5: gpreduce.v1.ListJobsResponse.jobs:type_name -> gpreduce.v1.Job
 	0,  // 6: gpreduce.v1.JobEvent.state:type_name -> gpreduce.v1.JobState
-	4,  // 7: gpreduce.v1.Coordinator.SubmitJob:input_type -> gpreduce.v1.SubmitJobRequest
-	5,  // 8: gpreduce.v1.Coordinator.GetJob:input_type -> gpreduce.v1.GetJobRequest
-	6,  // 9: gpreduce.v1.Coordinator.ListJobs:input_type -> gpreduce.v1.ListJobsRequest
-	8,  // 10: gpreduce.v1.Coordinator.CancelJob:input_type -> gpreduce.v1.CancelJobRequest
-	9,  // 11: gpreduce.v1.Coordinator.WatchJob:input_type -> gpreduce.v1.WatchJobRequest
-	11, // 12: gpreduce.v1.Coordinator.Predict:input_type -> gpreduce.v1.PredictRequest
-	13, // 13: gpreduce.v1.Coordinator.GetModel:input_type -> gpreduce.v1.GetModelRequest
-	15, // 14: gpreduce.v1.Coordinator.RegisterWorker:input_type -> gpreduce.v1.RegisterWorkerRequest
-	17, // 15: gpreduce.v1.Coordinator.Heartbeat:input_type -> gpreduce.v1.HeartbeatRequest
-	3,  // 16: gpreduce.v1.Coordinator.SubmitJob:output_type -> gpreduce.v1.Job
-	3,  // 17: gpreduce.v1.Coordinator.GetJob:output_type -> gpreduce.v1.Job
-	7,  // 18: gpreduce.v1.Coordinator.ListJobs:output_type -> gpreduce.v1.ListJobsResponse
-	3,  // 19: gpreduce.v1.Coordinator.CancelJob:output_type -> gpreduce.v1.Job
-	10, // 20: gpreduce.v1.Coordinator.WatchJob:output_type -> gpreduce.v1.JobEvent
-	12, // 21: gpreduce.v1.Coordinator.Predict:output_type -> gpreduce.v1.PredictResponse
-	14, // 22: gpreduce.v1.Coordinator.GetModel:output_type -> gpreduce.v1.ModelChunk
-	16, // 23: gpreduce.v1.Coordinator.RegisterWorker:output_type -> gpreduce.v1.RegisterWorkerResponse
-	18, // 24: gpreduce.v1.Coordinator.Heartbeat:output_type -> gpreduce.v1.HeartbeatResponse
-	16, // [16:25] is the sub-list for method output_type
-	7,  // [7:16] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	24, // 7: gpreduce.v1.ListMembersResponse.members:type_name -> gpreduce.v1.Member
+	27, // 8: gpreduce.v1.ListWorkersResponse.workers:type_name -> gpreduce.v1.WorkerInfo
+	4,  // 9: gpreduce.v1.Coordinator.SubmitJob:input_type -> gpreduce.v1.SubmitJobRequest
+	5,  // 10: gpreduce.v1.Coordinator.GetJob:input_type -> gpreduce.v1.GetJobRequest
+	6,  // 11: gpreduce.v1.Coordinator.ListJobs:input_type -> gpreduce.v1.ListJobsRequest
+	8,  // 12: gpreduce.v1.Coordinator.CancelJob:input_type -> gpreduce.v1.CancelJobRequest
+	9,  // 13: gpreduce.v1.Coordinator.WatchJob:input_type -> gpreduce.v1.WatchJobRequest
+	11, // 14: gpreduce.v1.Coordinator.Predict:input_type -> gpreduce.v1.PredictRequest
+	13, // 15: gpreduce.v1.Coordinator.GetModel:input_type -> gpreduce.v1.GetModelRequest
+	15, // 16: gpreduce.v1.Coordinator.RegisterWorker:input_type -> gpreduce.v1.RegisterWorkerRequest
+	17, // 17: gpreduce.v1.Coordinator.Heartbeat:input_type -> gpreduce.v1.HeartbeatRequest
+	19, // 18: gpreduce.v1.Coordinator.JoinCluster:input_type -> gpreduce.v1.JoinClusterRequest
+	21, // 19: gpreduce.v1.Coordinator.RemoveMember:input_type -> gpreduce.v1.RemoveMemberRequest
+	23, // 20: gpreduce.v1.Coordinator.ListMembers:input_type -> gpreduce.v1.ListMembersRequest
+	26, // 21: gpreduce.v1.Coordinator.ListWorkers:input_type -> gpreduce.v1.ListWorkersRequest
+	3,  // 22: gpreduce.v1.Coordinator.SubmitJob:output_type -> gpreduce.v1.Job
+	3,  // 23: gpreduce.v1.Coordinator.GetJob:output_type -> gpreduce.v1.Job
+	7,  // 24: gpreduce.v1.Coordinator.ListJobs:output_type -> gpreduce.v1.ListJobsResponse
+	3,  // 25: gpreduce.v1.Coordinator.CancelJob:output_type -> gpreduce.v1.Job
+	10, // 26: gpreduce.v1.Coordinator.WatchJob:output_type -> gpreduce.v1.JobEvent
+	12, // 27: gpreduce.v1.Coordinator.Predict:output_type -> gpreduce.v1.PredictResponse
+	14, // 28: gpreduce.v1.Coordinator.GetModel:output_type -> gpreduce.v1.ModelChunk
+	16, // 29: gpreduce.v1.Coordinator.RegisterWorker:output_type -> gpreduce.v1.RegisterWorkerResponse
+	18, // 30: gpreduce.v1.Coordinator.Heartbeat:output_type -> gpreduce.v1.HeartbeatResponse
+	20, // 31: gpreduce.v1.Coordinator.JoinCluster:output_type -> gpreduce.v1.JoinClusterResponse
+	22, // 32: gpreduce.v1.Coordinator.RemoveMember:output_type -> gpreduce.v1.RemoveMemberResponse
+	25, // 33: gpreduce.v1.Coordinator.ListMembers:output_type -> gpreduce.v1.ListMembersResponse
+	28, // 34: gpreduce.v1.Coordinator.ListWorkers:output_type -> gpreduce.v1.ListWorkersResponse
+	22, // [22:35] is the sub-list for method output_type
+	9,  // [9:22] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_gpreduce_v1_coordinator_proto_init() }
@@ -1394,7 +1917,7 @@ func file_gpreduce_v1_coordinator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gpreduce_v1_coordinator_proto_rawDesc), len(file_gpreduce_v1_coordinator_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   18,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -18,9 +18,13 @@ import (
 
 // Default values of the Config fields left zero.
 const (
+	// DefaultShardTimeout is the default Config.ShardTimeout.
 	DefaultShardTimeout = 5 * time.Minute
-	DefaultTaskTimeout  = 30 * time.Minute
-	DefaultMaxInFlight  = 2
+	// DefaultTaskTimeout is the default Config.TaskTimeout.
+	DefaultTaskTimeout = 30 * time.Minute
+	// DefaultMaxInFlight is the default Config.MaxInFlight.
+	DefaultMaxInFlight = 2
+	// DefaultPollInterval is the default Config.PollInterval.
 	DefaultPollInterval = 200 * time.Millisecond
 )
 
@@ -28,8 +32,11 @@ const (
 // without a live worker able to run it.
 var ErrNoLiveWorker = errors.New("no live worker")
 
-// Worker is one worker of the pool: its stable ID and the address of its gRPC service.
-type Worker struct{ ID, Addr string }
+// Worker is one worker of the pool.
+type Worker struct {
+	ID   string // stable identity, the key of shard ownership
+	Addr string // address of its Worker gRPC service
+}
 
 // Pool is the set of live workers (the coordinator's registry implements it). Live returns
 // them sorted by ID; it is called at every round start and polled during a round, so it must
@@ -76,11 +83,13 @@ type Config struct {
 // TaskEvent is the outcome of one task attempt.
 type TaskEvent struct {
 	JobID    string
-	Round    uint64
-	Shard    int
-	Worker   Worker
-	Duration time.Duration
-	// Err is nil when the worker returned an accepted result for the shard.
+	Round    uint64        // the round, counted from 1 per Engine
+	Shard    int           // the shard's index
+	Worker   Worker        // the worker the attempt ran on
+	Duration time.Duration // from the call to its outcome
+	// Err is nil when the worker returned a well-formed result for the shard (a duplicate
+	// is reported but not used); otherwise it is the failure, or the cancellation of an
+	// attempt the round abandoned.
 	Err error
 }
 
@@ -89,10 +98,10 @@ type TaskEvent struct {
 // a corrupt row) or rejected credentials (codes.Unauthenticated, codes.PermissionDenied).
 // Message is the worker's message verbatim.
 type TaskError struct {
-	Shard   shard.Ref
-	Worker  Worker
-	Code    codes.Code
-	Message string
+	Shard   shard.Ref  // the shard whose task failed
+	Worker  Worker     // the worker that reported it
+	Code    codes.Code // the gRPC code of the failure
+	Message string     // the worker's message (it names the source and row for bad data)
 }
 
 // Error names the shard and the worker and carries the worker's message.

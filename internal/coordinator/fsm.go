@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -27,6 +28,7 @@ const (
 	opModelChunk
 	opModelCommit
 	opCancel
+	opMember
 )
 
 func (o op) String() string {
@@ -43,6 +45,8 @@ func (o op) String() string {
 		return "model-commit"
 	case opCancel:
 		return "cancel"
+	case opMember:
+		return "member"
 	default:
 		return fmt.Sprintf("op(%d)", byte(o))
 	}
@@ -91,6 +95,13 @@ type modelCommitCmd struct {
 type cancelCmd struct {
 	ID   string
 	Time time.Time
+}
+
+// memberCmd records (or, with Remove, forgets) the API address of coordinator ID.
+type memberCmd struct {
+	ID      string
+	APIAddr string
+	Remove  bool
 }
 
 // encodeCommand returns the log entry for payload under tag o.
@@ -189,6 +200,11 @@ func (f *fsm) apply(index uint64, data []byte) applyResponse {
 		if c, err = decodeCommand[cancelCmd](o, body); err == nil {
 			err = f.locked(func(s *state) error { return s.cancel(c) })
 		}
+	case opMember:
+		var c memberCmd
+		if c, err = decodeCommand[memberCmd](o, body); err == nil {
+			err = f.locked(func(s *state) error { return s.member(c) })
+		}
 	default:
 		err = fmt.Errorf("apply log %d: unknown command %s: %w", index, o, ErrInvalidArgument)
 	}
@@ -244,6 +260,20 @@ func (f *fsm) model(id string) ([]byte, error) {
 	return out, nil
 }
 
+// members returns a copy of the API addresses by server ID.
+func (f *fsm) members() map[string]string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return maps.Clone(f.st.members)
+}
+
+// memberAPI returns the API address of server id, "" if unknown.
+func (f *fsm) memberAPI(id string) string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.members[id]
+}
+
 // Snapshot captures the state. Byte slices in the state are never modified in place, so the
 // capture copies only the job structs and slice headers; Persist then streams it while Apply
 // goes on.
@@ -251,7 +281,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	entries := f.st.sortedEntries()
-	snap := &fsmSnapshot{entries: make([]jobEntry, len(entries))}
+	snap := &fsmSnapshot{entries: make([]jobEntry, len(entries)), members: snapMembers(f.st.members)}
 	for i, e := range entries {
 		c := jobEntry{job: e.job, model: slices.Clone(e.model)}
 		if e.upload != nil {
@@ -290,6 +320,21 @@ const snapshotVersion = 1
 type snapHeader struct {
 	Version int
 	Jobs    int
+	// Members are the coordinators' API addresses, ordered by ID. Snapshots written before
+	// they were replicated decode with none.
+	Members []snapMember
+}
+
+type snapMember struct {
+	ID, APIAddr string
+}
+
+func snapMembers(m map[string]string) []snapMember {
+	out := make([]snapMember, 0, len(m))
+	for _, id := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, snapMember{ID: id, APIAddr: m[id]})
+	}
+	return out
 }
 
 type snapJob struct {
@@ -306,6 +351,7 @@ type snapChunk struct {
 
 type fsmSnapshot struct {
 	entries []jobEntry
+	members []snapMember
 }
 
 // Persist streams the captured state to sink.
@@ -326,7 +372,7 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 
 func (s *fsmSnapshot) write(w io.Writer) error {
 	enc := gob.NewEncoder(w)
-	if err := enc.Encode(snapHeader{Version: snapshotVersion, Jobs: len(s.entries)}); err != nil {
+	if err := enc.Encode(snapHeader{Version: snapshotVersion, Jobs: len(s.entries), Members: s.members}); err != nil {
 		return fmt.Errorf("write header: %w", err)
 	}
 	for _, e := range s.entries {
@@ -379,6 +425,9 @@ func readSnapshot(r io.Reader) (*state, error) {
 		return chunks, size, nil
 	}
 	st := newState()
+	for _, m := range h.Members {
+		st.members[m.ID] = m.APIAddr
+	}
 	for range h.Jobs {
 		var rec snapJob
 		if err := dec.Decode(&rec); err != nil {

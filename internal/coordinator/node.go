@@ -171,6 +171,8 @@ type Node struct {
 	trans *raft.NetworkTransport
 	store *raftboltdb.BoltStore
 
+	existing bool // the data dir held raft state when the node opened
+
 	mu       sync.Mutex // guards subs, closed
 	subs     []chan bool
 	closed   bool
@@ -267,6 +269,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		raft:     r,
 		trans:    trans,
 		store:    store,
+		existing: existing,
 		stopCh:   make(chan struct{}),
 		watchEnd: make(chan struct{}),
 	}
@@ -277,6 +280,10 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 
 // ID returns the node's raft server ID.
 func (n *Node) ID() string { return n.cfg.ID }
+
+// HadState reports whether the node opened with raft state from an earlier run (so it is
+// already a member of a cluster and must neither bootstrap nor join again).
+func (n *Node) HadState() bool { return n.existing }
 
 // Addr returns the raft address the node advertises to other members.
 func (n *Node) Addr() string { return string(n.trans.LocalAddr()) }
@@ -360,8 +367,8 @@ func (n *Node) WaitLeader(ctx context.Context) error {
 	}
 }
 
-// Server is one member of the raft configuration.
-type Server struct {
+// Member is one member of the raft configuration.
+type Member struct {
 	// ID is the member's server ID.
 	ID string
 	// Addr is the member's raft address.
@@ -373,15 +380,15 @@ type Server struct {
 }
 
 // Servers returns the members of the latest raft configuration this node knows.
-func (n *Node) Servers(ctx context.Context) ([]Server, error) {
+func (n *Node) Servers(ctx context.Context) ([]Member, error) {
 	f := n.raft.GetConfiguration()
 	if err := n.await(ctx, f); err != nil {
 		return nil, fmt.Errorf("list servers: %w", err)
 	}
 	_, leaderID := n.Leader()
-	var out []Server
+	var out []Member
 	for _, s := range f.Configuration().Servers {
-		out = append(out, Server{
+		out = append(out, Member{
 			ID:     string(s.ID),
 			Addr:   string(s.Address),
 			Voter:  s.Suffrage == raft.Voter,

@@ -65,7 +65,7 @@ func TestSingleNodeSubmitAndRead(t *testing.T) {
 		t.Fatalf("Leader() = %s, %s", addr, id)
 	}
 	servers, err := n.Servers(ctx)
-	if err != nil || len(servers) != 1 || servers[0] != (Server{ID: "solo", Addr: n.Addr(), Voter: true, Leader: true}) {
+	if err != nil || len(servers) != 1 || servers[0] != (Member{ID: "solo", Addr: n.Addr(), Voter: true, Leader: true}) {
 		t.Fatalf("Servers() = %+v, %v", servers, err)
 	}
 

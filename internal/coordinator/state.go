@@ -135,15 +135,17 @@ type upload struct {
 	size   int64
 }
 
-// state is the replicated state: all jobs by ID. Its methods are the deterministic effects of
+// state is the replicated state: all jobs by ID, and the API address of each coordinator
+// by raft server ID (so that a follower can name the leader's API to redirect to). Its methods are the deterministic effects of
 // the commands; they depend only on the state and the command, never on the clock or the
 // local configuration. The FSM serializes access.
 type state struct {
-	jobs map[string]*jobEntry
+	jobs    map[string]*jobEntry
+	members map[string]string
 }
 
 func newState() *state {
-	return &state{jobs: make(map[string]*jobEntry)}
+	return &state{jobs: make(map[string]*jobEntry), members: make(map[string]string)}
 }
 
 func (s *state) get(id string) (*jobEntry, error) {
@@ -279,6 +281,22 @@ func (s *state) cancel(c cancelCmd) error {
 	e.job.State = JobCanceled
 	e.job.UpdatedAt = c.Time
 	e.upload = nil
+	return nil
+}
+
+// member records or removes the API address of coordinator c.ID.
+func (s *state) member(c memberCmd) error {
+	if c.ID == "" {
+		return fmt.Errorf("member: empty server ID: %w", ErrInvalidArgument)
+	}
+	if c.Remove {
+		delete(s.members, c.ID)
+		return nil
+	}
+	if c.APIAddr == "" {
+		return fmt.Errorf("member %q: empty API address: %w", c.ID, ErrInvalidArgument)
+	}
+	s.members[c.ID] = c.APIAddr
 	return nil
 }
 

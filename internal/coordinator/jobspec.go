@@ -1,0 +1,225 @@
+package coordinator
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/gpreduce/gpreduce/internal/engine/remote"
+	"github.com/gpreduce/gpreduce/internal/shard"
+	"github.com/gpreduce/gpreduce/internal/train"
+	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
+)
+
+// jobPlan is what a job runs: the training settings, where the rows come from, the fixed
+// shard count (0: automatic, see shard.Plan) and how long a shard may wait for a worker.
+type jobPlan struct {
+	Spec         train.Spec
+	Source       shard.Source
+	Shards       int
+	ShardTimeout time.Duration
+}
+
+// specError is the InvalidArgument status for a bad JobSpec field.
+func specError(field, format string, args ...any) error {
+	return status.Errorf(codes.InvalidArgument, "spec.%s: %s", field, fmt.Sprintf(format, args...))
+}
+
+// planFromSpec checks a submitted JobSpec up front and converts it, filling the fields left
+// unset from train.DefaultSpec(method). Errors are codes.InvalidArgument statuses that name
+// the JobSpec field and say what to change.
+func planFromSpec(js *pb.JobSpec) (jobPlan, error) {
+	if js == nil {
+		return jobPlan{}, status.Error(codes.InvalidArgument, "spec: missing: give the method and the data")
+	}
+	s := train.DefaultSpec(strings.TrimSpace(js.GetMethod()))
+	s.Seed = js.GetSeed()
+	if k := js.GetKernel(); k != "" {
+		s.Kernel = k
+	}
+	for _, b := range []struct {
+		field string
+		v     []float64
+		dst   *[2]float64
+	}{
+		{"lengthscale_bounds", js.GetLengthscaleBounds(), &s.LengthscaleBounds},
+		{"signal_variance_bounds", js.GetSignalVarianceBounds(), &s.SignalVarianceBounds},
+		{"noise_variance_bounds", js.GetNoiseVarianceBounds(), &s.NoiseVarianceBounds},
+	} {
+		switch len(b.v) {
+		case 0:
+		case 2:
+			*b.dst = [2]float64{b.v[0], b.v[1]}
+		default:
+			return jobPlan{}, specError(b.field, "%d values; give two, the lower and the upper bound (or none for the default %g,%g)",
+				len(b.v), b.dst[0], b.dst[1])
+		}
+	}
+	if v := js.GetMaxIter(); v != 0 {
+		s.MaxIter = int(v)
+	}
+	for _, f := range []struct {
+		field string
+		v     int32
+	}{
+		{"features", js.GetFeatures()}, {"max_features", js.GetMaxFeatures()}, {"exact_max_rows", js.GetExactMaxRows()},
+		{"shards", js.GetShards()}, {"shard_timeout_seconds", js.GetShardTimeoutSeconds()},
+	} {
+		if f.v < 0 {
+			return jobPlan{}, specError(f.field, "%d is negative; give a positive number, or 0 for the default", f.v)
+		}
+	}
+	s.Features = int(js.GetFeatures())
+	s.MaxFeatures = int(js.GetMaxFeatures())
+	s.ExactMaxRows = int(js.GetExactMaxRows())
+	for _, v := range js.GetNodesPerDim() {
+		s.NodesPerDim = append(s.NodesPerDim, int(v))
+	}
+	s.GLBox = append([]float64(nil), js.GetGlBox()...)
+	if len(s.GLBox) == 0 {
+		s.GLBox = nil
+	}
+	if err := s.Validate(0); err != nil {
+		return jobPlan{}, trainSpecError(err)
+	}
+
+	src, err := sourceFromSpec(js.GetData())
+	if err != nil {
+		return jobPlan{}, err
+	}
+	s.Columns, s.Target = columnNames(src)
+	p := jobPlan{Spec: s, Source: src, Shards: int(js.GetShards()), ShardTimeout: remote.DefaultShardTimeout}
+	if v := js.GetShardTimeoutSeconds(); v > 0 {
+		p.ShardTimeout = time.Duration(v) * time.Second
+	}
+	return p, nil
+}
+
+// trainSpecError turns a train.Spec.Validate error ("lengthscale-bounds: ...", named after
+// the CLI flag) into an InvalidArgument status naming the JobSpec field.
+func trainSpecError(err error) error {
+	msg := err.Error()
+	if name, rest, ok := strings.Cut(msg, ": "); ok && !strings.Contains(name, " ") {
+		return specError(strings.ReplaceAll(name, "-", "_"), "%s", rest)
+	}
+	return status.Errorf(codes.InvalidArgument, "spec: %s", msg)
+}
+
+// sourceFromSpec checks and converts the data source.
+func sourceFromSpec(d *pb.DataSource) (shard.Source, error) {
+	if d == nil || strings.TrimSpace(d.GetUri()) == "" {
+		return shard.Source{}, specError("data.uri", "empty: give a path, file:// URL or http(s):// URL of a CSV file, or a UCI dataset directory")
+	}
+	src := shard.Source{
+		URI: strings.TrimSpace(d.GetUri()), Format: strings.ToLower(d.GetFormat()), Split: int(d.GetSplit()),
+		Header: d.GetHeader(), Target: d.GetTarget(), Columns: append([]string(nil), d.GetColumns()...),
+	}
+	if len(src.Columns) == 0 {
+		src.Columns = nil
+	}
+	switch src.Format {
+	case "", "csv":
+		src.Format = "csv"
+		if src.Split != 0 {
+			return shard.Source{}, specError("data.split", "%d is set for a CSV source; splits are for format \"uci\": drop it", src.Split)
+		}
+	case "uci":
+		if src.Split < 0 || src.Split > 9 {
+			return shard.Source{}, specError("data.split", "%d is out of range; a UCI dataset has splits 0 to 9", src.Split)
+		}
+		if src.Header || src.Target != "" || src.Columns != nil {
+			return shard.Source{}, specError("data", "a UCI dataset fixes its columns (no header, inputs first, target last): drop header, target and columns")
+		}
+	default:
+		return shard.Source{}, specError("data.format", "unknown format %q; use \"csv\" or \"uci\"", d.GetFormat())
+	}
+	if !src.Header {
+		for _, c := range src.Columns {
+			if !isIndex(c) {
+				return shard.Source{}, specError("data.columns", "column %q is a name but the data has no header; set data.header or give 0-based column indices", c)
+			}
+		}
+		if src.Target != "" && !isIndex(src.Target) {
+			return shard.Source{}, specError("data.target", "column %q is a name but the data has no header; set data.header or give a 0-based column index", src.Target)
+		}
+	}
+	return src, nil
+}
+
+// isIndex reports whether a column selection is a 0-based index.
+func isIndex(s string) bool {
+	_, err := strconv.Atoi(strings.TrimSpace(s))
+	return err == nil
+}
+
+// columnNames returns the names a model records for src's columns, as far as the spec alone
+// tells them: the selected inputs when all are given by header name, and the target when it
+// is. The coordinator never reads the data to learn names, so the names (and the model's
+// bytes) depend only on the spec.
+func columnNames(src shard.Source) (columns []string, target string) {
+	if !src.Header {
+		return nil, ""
+	}
+	named := len(src.Columns) > 0
+	for _, c := range src.Columns {
+		named = named && !isIndex(c)
+	}
+	if named {
+		columns = append([]string(nil), src.Columns...)
+	}
+	if src.Target != "" && !isIndex(src.Target) {
+		target = src.Target
+	}
+	return columns, target
+}
+
+// specFromPlan is the JobSpec form of p: the spec as stored, with every default filled in.
+func specFromPlan(p jobPlan) *pb.JobSpec {
+	s := p.Spec
+	js := &pb.JobSpec{
+		Method:               s.Method,
+		Kernel:               s.Kernel,
+		Seed:                 s.Seed,
+		LengthscaleBounds:    s.LengthscaleBounds[:],
+		SignalVarianceBounds: s.SignalVarianceBounds[:],
+		NoiseVarianceBounds:  s.NoiseVarianceBounds[:],
+		MaxIter:              int32(s.MaxIter),
+		Features:             int32(s.Features),
+		GlBox:                s.GLBox,
+		MaxFeatures:          int32(s.MaxFeatures),
+		ExactMaxRows:         int32(s.ExactMaxRows),
+		Data: &pb.DataSource{
+			Uri: p.Source.URI, Format: p.Source.Format, Split: int32(p.Source.Split),
+			Header: p.Source.Header, Target: p.Source.Target, Columns: p.Source.Columns,
+		},
+		Shards:              int32(p.Shards),
+		ShardTimeoutSeconds: int32(p.ShardTimeout / time.Second),
+	}
+	for _, v := range s.NodesPerDim {
+		js.NodesPerDim = append(js.NodesPerDim, int32(v))
+	}
+	return js
+}
+
+// encodeSpec is the stored form of a job's spec: the deterministic protobuf encoding.
+func encodeSpec(js *pb.JobSpec) ([]byte, error) {
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(js)
+	if err != nil {
+		return nil, fmt.Errorf("encode job spec: %w", err)
+	}
+	return b, nil
+}
+
+// decodeSpec reads a stored spec.
+func decodeSpec(b []byte) (*pb.JobSpec, error) {
+	js := &pb.JobSpec{}
+	if err := proto.Unmarshal(b, js); err != nil {
+		return nil, fmt.Errorf("decode job spec: %w", err)
+	}
+	return js, nil
+}

@@ -1,0 +1,148 @@
+package coordinator
+
+import (
+	"bytes"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/gpreduce/gpreduce/internal/engine/remote"
+	"github.com/gpreduce/gpreduce/internal/shard"
+	"github.com/gpreduce/gpreduce/internal/train"
+	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
+)
+
+func TestPlanFromSpecDefaults(t *testing.T) {
+	js := &pb.JobSpec{Method: "gl", Data: &pb.DataSource{Uri: " data.csv "}}
+	p, err := planFromSpec(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := jobPlan{
+		Spec:         train.DefaultSpec("gl"),
+		Source:       shard.Source{URI: "data.csv", Format: "csv"},
+		ShardTimeout: remote.DefaultShardTimeout,
+	}
+	if !reflect.DeepEqual(p, want) {
+		t.Fatalf("plan %+v\nwant %+v", p, want)
+	}
+}
+
+func TestPlanFromSpecFields(t *testing.T) {
+	js := &pb.JobSpec{
+		Method: "rff", Kernel: "matern32", Seed: 11,
+		LengthscaleBounds: []float64{0.2, 3}, SignalVarianceBounds: []float64{0.1, 10}, NoiseVarianceBounds: []float64{1e-3, 1},
+		MaxIter: 40, Features: 64, MaxFeatures: 1000, ExactMaxRows: 10, NodesPerDim: []int32{3, 4}, GlBox: []float64{1, 2},
+		Data:   &pb.DataSource{Uri: "d.csv", Format: "CSV", Header: true, Target: "y", Columns: []string{"a", "b"}},
+		Shards: 8, ShardTimeoutSeconds: 9,
+	}
+	p, err := planFromSpec(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := jobPlan{
+		Spec: train.Spec{
+			Method: "rff", Kernel: "matern32", Seed: 11, Columns: []string{"a", "b"}, Target: "y",
+			LengthscaleBounds: [2]float64{0.2, 3}, SignalVarianceBounds: [2]float64{0.1, 10}, NoiseVarianceBounds: [2]float64{1e-3, 1},
+			MaxIter: 40, Features: 64, NodesPerDim: []int{3, 4}, GLBox: []float64{1, 2}, MaxFeatures: 1000, ExactMaxRows: 10,
+		},
+		Source:       shard.Source{URI: "d.csv", Format: "csv", Header: true, Target: "y", Columns: []string{"a", "b"}},
+		Shards:       8,
+		ShardTimeout: 9 * time.Second,
+	}
+	if !reflect.DeepEqual(p, want) {
+		t.Fatalf("plan %+v\nwant %+v", p, want)
+	}
+	// The stored form has every default filled in and converts back to the same plan.
+	again, err := planFromSpec(specFromPlan(p))
+	if err != nil || !reflect.DeepEqual(again, p) {
+		t.Fatalf("round trip: %+v, %v", again, err)
+	}
+	a, _ := encodeSpec(specFromPlan(p))
+	b, _ := encodeSpec(specFromPlan(again))
+	if !bytes.Equal(a, b) {
+		t.Fatal("the encoding is not deterministic")
+	}
+	dec, err := decodeSpec(a)
+	if err != nil || !proto.Equal(dec, specFromPlan(p)) {
+		t.Fatalf("decode: %v, %v", dec, err)
+	}
+}
+
+func TestColumnNames(t *testing.T) {
+	for _, tc := range []struct {
+		src    shard.Source
+		cols   []string
+		target string
+	}{
+		{shard.Source{Header: true, Columns: []string{"a", "b"}, Target: "y"}, []string{"a", "b"}, "y"},
+		{shard.Source{Header: true, Columns: []string{"a", "1"}, Target: "2"}, nil, ""},
+		{shard.Source{Header: true}, nil, ""},
+		{shard.Source{Columns: []string{"0"}, Target: "1"}, nil, ""},
+	} {
+		cols, target := columnNames(tc.src)
+		if !reflect.DeepEqual(cols, tc.cols) || target != tc.target {
+			t.Errorf("columnNames(%+v) = %v, %q; want %v, %q", tc.src, cols, target, tc.cols, tc.target)
+		}
+	}
+}
+
+func TestPlanFromSpecErrors(t *testing.T) {
+	data := &pb.DataSource{Uri: "d.csv"}
+	for _, tc := range []struct {
+		name string
+		js   *pb.JobSpec
+		want string // the field named at the start of the message
+	}{
+		{"nil", nil, "spec: missing"},
+		{"no method", &pb.JobSpec{Data: data}, "spec.method: not set"},
+		{"unknown method", &pb.JobSpec{Method: "svm", Data: data}, "spec.method: unknown method"},
+		{"kernel", &pb.JobSpec{Method: "gl", Kernel: "cubic", Data: data}, "spec.kernel:"},
+		{"one bound", &pb.JobSpec{Method: "gl", LengthscaleBounds: []float64{1}, Data: data}, "spec.lengthscale_bounds: 1 values; give two"},
+		{"three bounds", &pb.JobSpec{Method: "gl", NoiseVarianceBounds: []float64{1, 2, 3}, Data: data}, "spec.noise_variance_bounds: 3 values"},
+		{"inverted", &pb.JobSpec{Method: "gl", SignalVarianceBounds: []float64{2, 1}, Data: data}, "spec.signal_variance_bounds: lower bound 2 is above upper bound 1; swap them"},
+		{"negative bound", &pb.JobSpec{Method: "gl", LengthscaleBounds: []float64{-1, 1}, Data: data}, "spec.lengthscale_bounds:"},
+		{"max iter", &pb.JobSpec{Method: "gl", MaxIter: -1, Data: data}, "spec.max_iter:"},
+		{"odd features", &pb.JobSpec{Method: "rff", Features: 3, Data: data}, "spec.features:"},
+		{"negative features", &pb.JobSpec{Method: "gl", Features: -2, Data: data}, "spec.features: -2 is negative"},
+		{"nodes", &pb.JobSpec{Method: "gl", NodesPerDim: []int32{0}, Data: data}, "spec.nodes_per_dim:"},
+		{"box", &pb.JobSpec{Method: "gl", GlBox: []float64{-1}, Data: data}, "spec.gl_box:"},
+		{"shards", &pb.JobSpec{Method: "gl", Shards: -1, Data: data}, "spec.shards: -1 is negative"},
+		{"timeout", &pb.JobSpec{Method: "gl", ShardTimeoutSeconds: -5, Data: data}, "spec.shard_timeout_seconds:"},
+		{"no data", &pb.JobSpec{Method: "gl"}, "spec.data.uri: empty"},
+		{"blank uri", &pb.JobSpec{Method: "gl", Data: &pb.DataSource{Uri: "  "}}, "spec.data.uri: empty"},
+		{"format", &pb.JobSpec{Method: "gl", Data: &pb.DataSource{Uri: "d", Format: "parquet"}}, "spec.data.format: unknown format \"parquet\""},
+		{"csv split", &pb.JobSpec{Method: "gl", Data: &pb.DataSource{Uri: "d", Split: 2}}, "spec.data.split: 2 is set for a CSV source"},
+		{"uci split", &pb.JobSpec{Method: "gl", Data: &pb.DataSource{Uri: "d", Format: "uci", Split: 10}}, "spec.data.split: 10 is out of range"},
+		{"uci header", &pb.JobSpec{Method: "gl", Data: &pb.DataSource{Uri: "d", Format: "uci", Header: true}}, "spec.data: a UCI dataset fixes its columns"},
+		{"name without header", &pb.JobSpec{Method: "gl", Data: &pb.DataSource{Uri: "d", Columns: []string{"a"}}}, "spec.data.columns: column \"a\" is a name"},
+		{"target without header", &pb.JobSpec{Method: "gl", Data: &pb.DataSource{Uri: "d", Target: "y"}}, "spec.data.target:"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := planFromSpec(tc.js)
+			if status.Code(err) != codes.InvalidArgument || !strings.HasPrefix(status.Convert(err).Message(), tc.want) {
+				t.Fatalf("error %v, want InvalidArgument starting %q", err, tc.want)
+			}
+		})
+	}
+	// UCI sources with a split in range are fine.
+	if _, err := planFromSpec(&pb.JobSpec{Method: "exact", Data: &pb.DataSource{Uri: "dir", Format: "uci", Split: 9}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestValidJobID(t *testing.T) {
+	for id, want := range map[string]bool{
+		"a": true, "job-1.2_x": true, "9": true, "": false, "-a": false, ".a": false, "a b": false, "a/b": false,
+		strings.Repeat("a", 128): true, strings.Repeat("a", 129): false, "é": false,
+	} {
+		if got := validJobID(id); got != want {
+			t.Errorf("validJobID(%q) = %v", id, got)
+		}
+	}
+}

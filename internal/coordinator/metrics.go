@@ -1,0 +1,154 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/gpreduce/gpreduce/internal/engine"
+	"github.com/gpreduce/gpreduce/internal/engine/remote"
+	"github.com/gpreduce/gpreduce/internal/reduce"
+)
+
+// metrics are a Server's Prometheus metrics, in a registry of its own.
+type metrics struct {
+	reg         *prometheus.Registry
+	rounds      prometheus.Counter
+	tasks       *prometheus.CounterVec
+	taskSeconds prometheus.Histogram
+	checkpoints *prometheus.CounterVec
+}
+
+func newMetrics(node *Node, pool *registry) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		rounds: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "gpreduce_rounds_total", Help: "Map-reduce rounds run by this coordinator's jobs."}),
+		tasks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gpreduce_tasks_total", Help: "Task attempts on workers, by result (ok or error)."}, []string{"result"}),
+		taskSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "gpreduce_task_duration_seconds", Help: "Duration of task attempts on workers.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}),
+		checkpoints: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gpreduce_checkpoints_total",
+			Help: "Checkpoints offered by training runs, by outcome (saved, throttled, too_large)."}, []string{"outcome"}),
+	}
+	m.reg.MustRegister(
+		m.rounds, m.tasks, m.taskSeconds, m.checkpoints,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "gpreduce_live_workers", Help: "Workers in the pool (non-zero only on the leader)."},
+			func() float64 { return float64(len(pool.Live())) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "gpreduce_raft_leader", Help: "1 if this coordinator is the raft leader, else 0."},
+			func() float64 {
+				if node.IsLeader() {
+					return 1
+				}
+				return 0
+			}),
+		newStateCollector(node),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	for _, r := range []string{"ok", "error"} {
+		m.tasks.WithLabelValues(r)
+	}
+	for _, o := range []string{"saved", "throttled", "too_large"} {
+		m.checkpoints.WithLabelValues(o)
+	}
+	return m
+}
+
+// observeTask records a task attempt (remote.Config.Observe).
+func (m *metrics) observeTask(ev remote.TaskEvent) {
+	result := "ok"
+	if ev.Err != nil {
+		result = "error"
+	}
+	m.tasks.WithLabelValues(result).Inc()
+	m.taskSeconds.Observe(ev.Duration.Seconds())
+}
+
+// handler serves the registry in the Prometheus text format.
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// serve serves /metrics on lis until ctx ends.
+func (m *metrics) serve(ctx context.Context, lis net.Listener) error {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", m.handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	stop := context.AfterFunc(ctx, func() { _ = srv.Close() })
+	defer stop()
+	if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// stateCollector reports the jobs by state and the raft state, read when scraped.
+type stateCollector struct {
+	node      *Node
+	jobs      *prometheus.Desc
+	raftState *prometheus.Desc
+}
+
+func newStateCollector(node *Node) *stateCollector {
+	return &stateCollector{
+		node: node,
+		jobs: prometheus.NewDesc("gpreduce_jobs", "Jobs in this coordinator's replicated state, by state.",
+			[]string{"state"}, nil),
+		raftState: prometheus.NewDesc("gpreduce_raft_state",
+			"Raft state of this coordinator: 1 for the current state (leader, follower, candidate, shutdown).",
+			[]string{"state"}, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.jobs
+	ch <- c.raftState
+}
+
+// Collect implements prometheus.Collector.
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	counts := c.node.fsm.stateCounts()
+	for _, s := range []JobState{JobPending, JobRunning, JobSucceeded, JobFailed, JobCanceled} {
+		ch <- prometheus.MustNewConstMetric(c.jobs, prometheus.GaugeValue, float64(counts[s]), s.String())
+	}
+	cur := c.node.raft.State()
+	for _, s := range []raft.RaftState{raft.Leader, raft.Follower, raft.Candidate, raft.Shutdown} {
+		v := 0.0
+		if s == cur {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.raftState, prometheus.GaugeValue, v, strings.ToLower(s.String()))
+	}
+}
+
+// countingEngine counts the rounds an engine runs.
+type countingEngine struct {
+	engine.Engine
+	rounds prometheus.Counter
+}
+
+// Gather counts a round and runs it.
+func (c countingEngine) Gather(ctx context.Context, t engine.Task) ([]reduce.Stats, error) {
+	c.rounds.Inc()
+	return c.Engine.Gather(ctx, t)
+}
+
+// Reduce counts a round and runs it.
+func (c countingEngine) Reduce(ctx context.Context, t engine.Task) (reduce.Stats, error) {
+	c.rounds.Inc()
+	return c.Engine.Reduce(ctx, t)
+}

@@ -1,0 +1,418 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"google.golang.org/grpc/status"
+
+	"github.com/gpreduce/gpreduce/internal/engine/remote"
+	"github.com/gpreduce/gpreduce/internal/model"
+	"github.com/gpreduce/gpreduce/internal/shard"
+	"github.com/gpreduce/gpreduce/internal/train"
+	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
+)
+
+// DefaultCheckpointInterval is the least time between two optimizer checkpoints of a job.
+const DefaultCheckpointInterval = time.Second
+
+// leadershipRetry is how long a job whose proposal failed on a leadership hiccup waits before
+// it resumes, if this node still leads.
+const leadershipRetry = time.Second
+
+// errJobCanceled is the cause of a job context canceled by CancelJob.
+var errJobCanceled = errors.New("job canceled")
+
+// runner runs the jobs while this node is the leader. Each leadership term starts, after a
+// barrier, a job run for every pending and running job (running ones resume from their
+// checkpoint); jobs submitted during the term start as soon as they are applied. When the
+// term ends the runs are canceled without touching the jobs' states: the next leader resumes
+// them.
+type runner struct {
+	node        *Node
+	pool        *registry
+	events      *eventLog
+	dial        remote.Dialer
+	metrics     *metrics
+	log         zerolog.Logger
+	ckInterval  time.Duration
+	taskTimeout time.Duration
+
+	mu   sync.Mutex
+	term *term // nil while not leading
+}
+
+// term is one leadership term of the runner.
+type term struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	ready  bool // the pending and running jobs were started; submissions start directly
+	jobs   map[string]context.CancelCauseFunc
+	wg     sync.WaitGroup
+}
+
+// run follows the node's leadership until ctx ends or the node closes.
+func (r *runner) run(ctx context.Context) {
+	changes := r.node.LeadershipChanges()
+	defer r.stopTerm()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case leader, ok := <-changes:
+			if !ok {
+				return
+			}
+			if leader {
+				r.startTerm(ctx)
+			} else {
+				r.stopTerm()
+			}
+		}
+	}
+}
+
+func (r *runner) startTerm(ctx context.Context) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.term != nil {
+		return
+	}
+	t := &term{jobs: map[string]context.CancelCauseFunc{}}
+	t.ctx, t.cancel = context.WithCancel(ctx)
+	r.term = t
+	r.log.Info().Msg("leading: resuming jobs after a barrier")
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		r.resume(t)
+	}()
+}
+
+// stopTerm cancels the term's job runs and waits for them.
+func (r *runner) stopTerm() {
+	r.mu.Lock()
+	t := r.term
+	r.term = nil
+	r.mu.Unlock()
+	if t == nil {
+		return
+	}
+	t.cancel()
+	t.wg.Wait()
+	r.pool.clear()
+	r.log.Info().Msg("no longer leading: job runs stopped (the next leader resumes them)")
+}
+
+// resume waits until every committed command is applied, then starts the pending and
+// running jobs.
+func (r *runner) resume(t *term) {
+	for {
+		err := r.node.Barrier(t.ctx)
+		if err == nil {
+			break
+		}
+		if t.ctx.Err() != nil {
+			return
+		}
+		r.log.Warn().Err(err).Msg("barrier failed; retrying")
+		select {
+		case <-t.ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.term != t {
+		return
+	}
+	t.ready = true
+	for _, j := range r.node.fsm.jobs(func(j *Job) bool { return j.State == JobPending || j.State == JobRunning }) {
+		r.launch(t, j)
+	}
+}
+
+// leading returns a channel closed when the current leadership term ends, or nil if no
+// term is under way (not leading, or the runner has not yet seen this node's election).
+func (r *runner) leading() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.term == nil {
+		return nil
+	}
+	return r.term.ctx.Done()
+}
+
+// start runs job id if this node leads, the job is pending or running, and no run of it is
+// under way. A job submitted before the term is ready is started by resume.
+func (r *runner) start(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t := r.term
+	if t == nil || !t.ready {
+		return
+	}
+	j, err := r.node.Job(id)
+	if err != nil || (j.State != JobPending && j.State != JobRunning) {
+		return
+	}
+	r.launch(t, j)
+}
+
+// cancel stops the run of job id, if there is one.
+func (r *runner) cancel(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.term != nil {
+		if c := r.term.jobs[id]; c != nil {
+			c(errJobCanceled)
+		}
+	}
+}
+
+// launch starts a run of j in t; r.mu is held.
+func (r *runner) launch(t *term, j Job) {
+	if _, running := t.jobs[j.ID]; running {
+		return
+	}
+	ctx, cancel := context.WithCancelCause(t.ctx)
+	t.jobs[j.ID] = cancel
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		defer func() {
+			r.mu.Lock()
+			delete(t.jobs, j.ID)
+			r.mu.Unlock()
+			cancel(nil)
+		}()
+		r.runJob(ctx, t, j)
+	}()
+}
+
+// runJob runs j to its end and records the outcome, unless the run stopped because the
+// job was canceled, or leadership ended or the node is closing (then the job is left as it
+// is for the next leader).
+func (r *runner) runJob(ctx context.Context, t *term, j Job) {
+	log := r.log.With().Str("job", j.ID).Logger()
+	for {
+		err := r.execute(ctx, log, j)
+		switch {
+		case err == nil:
+			return
+		case errors.Is(context.Cause(ctx), errJobCanceled):
+			log.Info().Msg("job canceled")
+			return
+		case t.ctx.Err() != nil:
+			log.Info().Err(err).Msg("job run stopped: leadership ended or the node is closing; the next leader resumes it")
+			return
+		case errors.Is(err, ErrNotLeader) || errors.Is(err, ErrLeadershipLost) || errors.Is(err, ErrClosed):
+			// A proposal met a leadership change. If this node still leads after a pause,
+			// resume from the last checkpoint; if not, the term ends and the next leader does.
+			log.Warn().Err(err).Msg("job run interrupted by a leadership change")
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(leadershipRetry):
+			}
+			cur, jerr := r.node.Job(j.ID)
+			if jerr != nil || !r.node.IsLeader() || (cur.State != JobPending && cur.State != JobRunning) {
+				return
+			}
+			j = cur
+			continue
+		}
+		r.fail(t.ctx, log, j.ID, err)
+		return
+	}
+}
+
+// fail marks job id failed with err's text, unless it already finished.
+func (r *runner) fail(ctx context.Context, log zerolog.Logger, id string, err error) {
+	msg := err.Error()
+	if s, ok := status.FromError(err); ok {
+		msg = s.Message()
+	}
+	if cur, jerr := r.node.fsm.jobView(id); jerr == nil && cur.State.Finished() {
+		log.Info().Err(err).Str("state", cur.State.String()).Msg("job run ended after the job finished")
+		return
+	}
+	log.Warn().Str("error", msg).Msg("job failed")
+	if serr := r.node.SetState(ctx, id, JobFailed, msg, time.Time{}); serr != nil {
+		log.Error().Err(serr).Msg("could not mark the job failed")
+		return
+	}
+	r.publishState(id, pb.JobState_JOB_STATE_FAILED, msg)
+}
+
+// execute runs job j: marks it running, plans its shards, trains on the workers (resuming
+// from j's checkpoint), stores the model and marks the job succeeded.
+func (r *runner) execute(ctx context.Context, log zerolog.Logger, j Job) error {
+	js, err := decodeSpec(j.Spec)
+	if err != nil {
+		return err
+	}
+	plan, err := planFromSpec(js)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if j.State == JobPending {
+		if err := r.node.SetState(ctx, j.ID, JobRunning, "", time.Time{}); err != nil {
+			return err
+		}
+		r.publishState(j.ID, pb.JobState_JOB_STATE_RUNNING, "started")
+		log.Info().Str("method", plan.Spec.Method).Str("data", plan.Source.URI).Msg("job started")
+	} else {
+		start = j.CreatedAt
+		msg := fmt.Sprintf("resumed by %s from iteration %d", r.node.ID(), j.Iteration)
+		if len(j.Checkpoint) == 0 {
+			msg = fmt.Sprintf("restarted by %s (no checkpoint)", r.node.ID())
+		}
+		r.publishState(j.ID, pb.JobState_JOB_STATE_RUNNING, msg)
+		log.Info().Int("iteration", j.Iteration).Int("checkpoint_bytes", len(j.Checkpoint)).Msg("job resumed")
+	}
+
+	refs, err := shard.Plan(ctx, plan.Source, plan.Shards)
+	if err != nil {
+		return err // names the data source
+	}
+	eng, err := remote.New(remote.Config{
+		JobID: j.ID, Source: plan.Source, Shards: refs, Pool: r.pool, Dial: r.dial,
+		ShardTimeout: plan.ShardTimeout, TaskTimeout: r.taskTimeout, Logger: log, Observe: r.metrics.observeTask,
+	})
+	if err != nil {
+		return err
+	}
+	ck := &checkpointer{r: r, log: log, id: j.ID, every: r.ckInterval}
+	m, err := train.Run(ctx, countingEngine{Engine: eng, rounds: r.metrics.rounds}, plan.Spec, train.Hooks{
+		Resume:   j.Checkpoint,
+		Save:     ck.save,
+		Observer: r.observer(j.ID, log),
+	})
+	if err != nil {
+		return err
+	}
+	if err := ck.flush(ctx); err != nil {
+		return err
+	}
+	b, err := m.Bytes()
+	if err != nil {
+		return fmt.Errorf("encode model: %w", err)
+	}
+	metricsJSON, err := modelMetrics(m, time.Since(start))
+	if err != nil {
+		return err
+	}
+	if err := r.node.PutModel(ctx, j.ID, b, metricsJSON, time.Time{}); err != nil {
+		return err
+	}
+	if err := r.node.SetState(ctx, j.ID, JobSucceeded, "", time.Time{}); err != nil {
+		return err
+	}
+	r.publishState(j.ID, pb.JobState_JOB_STATE_SUCCEEDED, fmt.Sprintf("model stored (%d bytes)", len(b)))
+	log.Info().Int("model_bytes", len(b)).Int("iterations", m.Iterations).Float64("log_likelihood", m.LogLik).Msg("job succeeded")
+	return nil
+}
+
+// jobMetrics is the metrics JSON stored with a model.
+type jobMetrics struct {
+	Hyperparameters hyperJSON `json:"hyperparameters"`
+	NTrain          int       `json:"n_train"`
+	LogLikelihood   float64   `json:"log_likelihood"`
+	Iterations      int       `json:"iterations"`
+	TrainSeconds    float64   `json:"train_seconds"`
+}
+
+// hyperJSON holds hyperparameters in the original units of the data.
+type hyperJSON struct {
+	Lengthscales   []float64 `json:"lengthscales"`
+	SignalVariance float64   `json:"signal_variance"`
+	NoiseVariance  float64   `json:"noise_variance"`
+}
+
+func modelMetrics(m *model.Model, took time.Duration) ([]byte, error) {
+	h := m.Original()
+	b, err := json.Marshal(jobMetrics{
+		Hyperparameters: hyperJSON{Lengthscales: h.Lengthscales, SignalVariance: h.SignalVariance, NoiseVariance: h.NoiseVariance},
+		NTrain:          m.NTrain, LogLikelihood: m.LogLik, Iterations: m.Iterations, TrainSeconds: took.Seconds(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("encode model metrics: %w", err)
+	}
+	return b, nil
+}
+
+// observer turns training events into job events (and debug log lines).
+func (r *runner) observer(id string, log zerolog.Logger) train.Observer {
+	return func(ev train.Event) {
+		log.Debug().Str("phase", ev.Phase).Int("iteration", ev.Iteration).Float64("objective", ev.Objective).Msg(ev.Message)
+		r.events.publish(&pb.JobEvent{
+			JobId: id, State: pb.JobState_JOB_STATE_RUNNING, Phase: ev.Phase, Iteration: int32(ev.Iteration),
+			MaxIter: int32(ev.MaxIter), Objective: ev.Objective, Message: ev.Message, UnixNano: time.Now().UnixNano(),
+		})
+	}
+}
+
+func (r *runner) publishState(id string, st pb.JobState, msg string) {
+	r.events.publish(&pb.JobEvent{JobId: id, State: st, Phase: "state", Message: msg, UnixNano: time.Now().UnixNano()})
+}
+
+// checkpointer is a run's train.Hooks.Save: it saves the first checkpoint after each phase
+// change (the phase checkpoints before the optimizer, which all have iteration 0, and the
+// optimizer's first) and then at most one every interval; flush saves the last one held back.
+type checkpointer struct {
+	r     *runner
+	log   zerolog.Logger
+	id    string
+	every time.Duration
+
+	last     time.Time // when the last checkpoint was saved
+	lastIter int       // its iteration
+	held     *heldCheckpoint
+}
+
+type heldCheckpoint struct {
+	iteration int
+	objective float64
+	data      []byte
+}
+
+func (c *checkpointer) save(ctx context.Context, iteration int, objective float64, data []byte) error {
+	if iteration > 0 && c.lastIter > 0 && time.Since(c.last) < c.every {
+		c.held = &heldCheckpoint{iteration, objective, data}
+		c.r.metrics.checkpoints.WithLabelValues("throttled").Inc()
+		return nil
+	}
+	return c.write(ctx, iteration, objective, data)
+}
+
+func (c *checkpointer) flush(ctx context.Context) error {
+	if h := c.held; h != nil {
+		return c.write(ctx, h.iteration, h.objective, h.data)
+	}
+	return nil
+}
+
+func (c *checkpointer) write(ctx context.Context, iteration int, objective float64, data []byte) error {
+	c.held = nil
+	err := c.r.node.SaveCheckpoint(ctx, c.id, iteration, objective, data, time.Time{})
+	switch {
+	case errors.Is(err, ErrCheckpointTooLarge):
+		// A resumed run redoes the work since the last checkpoint that fit, deterministically.
+		c.log.Warn().Err(err).Int("iteration", iteration).Msg("checkpoint not saved")
+		c.r.metrics.checkpoints.WithLabelValues("too_large").Inc()
+		return nil
+	case err != nil:
+		return err
+	}
+	c.last, c.lastIter = time.Now(), iteration
+	c.r.metrics.checkpoints.WithLabelValues("saved").Inc()
+	return nil
+}

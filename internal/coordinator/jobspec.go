@@ -92,7 +92,6 @@ func planFromSpec(js *pb.JobSpec) (jobPlan, error) {
 	if err != nil {
 		return jobPlan{}, err
 	}
-	s.Columns, s.Target = columnNames(src)
 	p := jobPlan{Spec: s, Source: src, Shards: int(js.GetShards()), ShardTimeout: remote.DefaultShardTimeout}
 	if v := js.GetShardTimeoutSeconds(); v > 0 {
 		p.ShardTimeout = time.Duration(v) * time.Second
@@ -155,27 +154,6 @@ func sourceFromSpec(d *pb.DataSource) (shard.Source, error) {
 func isIndex(s string) bool {
 	_, err := strconv.Atoi(strings.TrimSpace(s))
 	return err == nil
-}
-
-// columnNames returns the names a model records for src's columns, as far as the spec alone
-// tells them: the selected inputs when all are given by header name, and the target when it
-// is. The coordinator never reads the data to learn names, so the names (and the model's
-// bytes) depend only on the spec.
-func columnNames(src shard.Source) (columns []string, target string) {
-	if !src.Header {
-		return nil, ""
-	}
-	named := len(src.Columns) > 0
-	for _, c := range src.Columns {
-		named = named && !isIndex(c)
-	}
-	if named {
-		columns = append([]string(nil), src.Columns...)
-	}
-	if src.Target != "" && !isIndex(src.Target) {
-		target = src.Target
-	}
-	return columns, target
 }
 
 // specFromPlan is the JobSpec form of p: the spec as stored, with every default filled in.

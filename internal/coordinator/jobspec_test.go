@@ -47,7 +47,7 @@ func TestPlanFromSpecFields(t *testing.T) {
 	}
 	want := jobPlan{
 		Spec: train.Spec{
-			Method: "rff", Kernel: "matern32", Seed: 11, Columns: []string{"a", "b"}, Target: "y",
+			Method: "rff", Kernel: "matern32", Seed: 11,
 			LengthscaleBounds: [2]float64{0.2, 3}, SignalVarianceBounds: [2]float64{0.1, 10}, NoiseVarianceBounds: [2]float64{1e-3, 1},
 			MaxIter: 40, Features: 64, NodesPerDim: []int{3, 4}, GLBox: []float64{1, 2}, MaxFeatures: 1000, ExactMaxRows: 10,
 		},
@@ -71,24 +71,6 @@ func TestPlanFromSpecFields(t *testing.T) {
 	dec, err := decodeSpec(a)
 	if err != nil || !proto.Equal(dec, specFromPlan(p)) {
 		t.Fatalf("decode: %v, %v", dec, err)
-	}
-}
-
-func TestColumnNames(t *testing.T) {
-	for _, tc := range []struct {
-		src    shard.Source
-		cols   []string
-		target string
-	}{
-		{shard.Source{Header: true, Columns: []string{"a", "b"}, Target: "y"}, []string{"a", "b"}, "y"},
-		{shard.Source{Header: true, Columns: []string{"a", "1"}, Target: "2"}, nil, ""},
-		{shard.Source{Header: true}, nil, ""},
-		{shard.Source{Columns: []string{"0"}, Target: "1"}, nil, ""},
-	} {
-		cols, target := columnNames(tc.src)
-		if !reflect.DeepEqual(cols, tc.cols) || target != tc.target {
-			t.Errorf("columnNames(%+v) = %v, %q; want %v, %q", tc.src, cols, target, tc.cols, tc.target)
-		}
 	}
 }
 

@@ -283,6 +283,13 @@ func (r *runner) execute(ctx context.Context, log zerolog.Logger, j Job) error {
 	if err != nil {
 		return err // names the data source
 	}
+	// Record the data's column names in the model exactly as a local run does, from the table
+	// of shard 0, so the cluster and `coordinator eval` write the same model bytes.
+	first, err := shard.Load(ctx, plan.Source, refs[0])
+	if err != nil {
+		return err
+	}
+	plan.Spec.Columns, plan.Spec.Target = first.Columns, first.Target
 	eng, err := remote.New(remote.Config{
 		JobID: j.ID, Source: plan.Source, Shards: refs, Pool: r.pool, Dial: r.dial,
 		ShardTimeout: plan.ShardTimeout, TaskTimeout: r.taskTimeout, Logger: log, Observe: r.metrics.observeTask,

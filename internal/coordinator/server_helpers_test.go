@@ -261,6 +261,8 @@ func localModel(t testing.TB, js *pb.JobSpec) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// As `coordinator eval` does: the model records the table's column names.
+	plan.Spec.Columns, plan.Spec.Target = tabs[0].Columns, tabs[0].Target
 	m, err := train.Run(ctx, eng, plan.Spec, train.Hooks{})
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
-	"encoding/gob"
 	"fmt"
 	"io"
 	"math"
@@ -149,7 +148,8 @@ func (m *Model) Predict(x []float64, rows int) (Prediction, error) {
 type featureMap func(x []float64, rows int, dst []float64)
 
 // Encode writes the model: 8 magic bytes, the version as a little-endian uint32, then the
-// model in encoding/gob. The same model always encodes to the same bytes.
+// model's fields in the fixed binary layout of codec.go. The same model always encodes to
+// the same bytes, in any process.
 func (m *Model) Encode(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	if _, err := bw.Write(magic[:]); err != nil {
@@ -158,8 +158,10 @@ func (m *Model) Encode(w io.Writer) error {
 	if err := binary.Write(bw, binary.LittleEndian, uint32(Version)); err != nil {
 		return fmt.Errorf("encode model: %w", err)
 	}
-	if err := gob.NewEncoder(bw).Encode(m); err != nil {
-		return fmt.Errorf("encode model: %w", err)
+	e := &encoder{w: bw}
+	e.model(m)
+	if e.err != nil {
+		return fmt.Errorf("encode model: %w", e.err)
 	}
 	return bw.Flush()
 }
@@ -187,14 +189,19 @@ func Decode(r io.Reader) (*Model, error) {
 	if v != Version {
 		return nil, fmt.Errorf("decode model: encoding version %d; this build reads version %d", v, Version)
 	}
-	var m Model
-	if err := gob.NewDecoder(r).Decode(&m); err != nil {
+	body, err := io.ReadAll(r)
+	if err != nil {
 		return nil, fmt.Errorf("decode model: %w", err)
+	}
+	d := &decoder{b: body}
+	m := d.model()
+	if d.err != nil {
+		return nil, fmt.Errorf("decode model: %w", d.err)
 	}
 	if err := m.Validate(); err != nil {
 		return nil, fmt.Errorf("decode model: %w", err)
 	}
-	return &m, nil
+	return m, nil
 }
 
 // Validate checks the shapes of every part of the model.

@@ -1,0 +1,277 @@
+package model
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/gpreduce/gpreduce/internal/kernel"
+	"github.com/gpreduce/gpreduce/internal/solver"
+)
+
+// The model encoding is a fixed sequence of fields, each written in little-endian binary:
+// integers as int64, floats as their IEEE-754 bits, strings and slices as an int64 length
+// followed by the elements, optional groups as a presence byte. It depends only on the
+// model's values, never on what else a process has encoded (unlike encoding/gob, whose type
+// numbers do), so the same model is the same bytes in every process.
+
+type encoder struct {
+	w   io.Writer
+	buf [8]byte
+	err error
+}
+
+func (e *encoder) u64(v uint64) {
+	if e.err != nil {
+		return
+	}
+	binary.LittleEndian.PutUint64(e.buf[:], v)
+	_, e.err = e.w.Write(e.buf[:])
+}
+
+func (e *encoder) int(v int)       { e.u64(uint64(int64(v))) }
+func (e *encoder) float(v float64) { e.u64(math.Float64bits(v)) }
+func (e *encoder) bool(v bool) {
+	if v {
+		e.u64(1)
+	} else {
+		e.u64(0)
+	}
+}
+
+func (e *encoder) str(s string) {
+	e.int(len(s))
+	if e.err == nil {
+		_, e.err = io.WriteString(e.w, s)
+	}
+}
+
+func (e *encoder) floats(v []float64) {
+	e.int(len(v))
+	for _, x := range v {
+		e.float(x)
+	}
+}
+
+func (e *encoder) ints(v []int) {
+	e.int(len(v))
+	for _, x := range v {
+		e.int(x)
+	}
+}
+
+func (e *encoder) strs(v []string) {
+	e.int(len(v))
+	for _, s := range v {
+		e.str(s)
+	}
+}
+
+func (e *encoder) model(m *Model) {
+	e.int(m.Version)
+	e.str(m.Method)
+	e.str(m.Kernel)
+	e.int(m.D)
+	e.strs(m.Columns)
+	e.str(m.Target)
+	e.floats(m.Transform.XMean)
+	e.floats(m.Transform.XScale)
+	e.float(m.Transform.YMean)
+	e.float(m.Transform.YScale)
+	e.floats(m.Hyper.Lengthscales)
+	e.float(m.Hyper.SignalVariance)
+	e.float(m.Hyper.NoiseVariance)
+	e.float(m.LogLik)
+	e.floats(m.Trace)
+	e.int(m.Iterations)
+	e.int(m.NTrain)
+	e.bool(m.GL != nil)
+	if m.GL != nil {
+		e.floats(m.GL.U)
+		e.ints(m.GL.NodesPerDim)
+	}
+	e.bool(m.RFF != nil)
+	if m.RFF != nil {
+		e.floats(m.RFF.Omega)
+		e.int(m.RFF.Features)
+	}
+	e.bool(m.Features != nil)
+	if f := m.Features; f != nil {
+		e.float(f.SF2)
+		e.float(f.SN2)
+		e.floats(f.SqrtH)
+		e.floats(f.Beta)
+		e.floats(f.R)
+	}
+	e.bool(m.Exact != nil)
+	if x := m.Exact; x != nil {
+		e.int(int(x.Kernel.Family))
+		e.floats(x.Kernel.Lengthscales)
+		e.float(x.Kernel.SignalVariance)
+		e.float(x.Noise)
+		e.floats(x.X)
+		e.int(x.D)
+		e.floats(x.Alpha)
+		e.floats(x.R)
+	}
+}
+
+// decoder reads what encoder wrote. Every length is checked against the bytes that remain,
+// so corrupt input fails with an error instead of a huge allocation or a panic.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+var errTruncated = errors.New("truncated or corrupt model")
+
+func (d *decoder) u64() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b) < 8 {
+		d.err = errTruncated
+		return 0
+	}
+	v := binary.LittleEndian.Uint64(d.b)
+	d.b = d.b[8:]
+	return v
+}
+
+func (d *decoder) int() int {
+	v := int64(d.u64())
+	if v < math.MinInt32 || v > math.MaxInt32 {
+		if d.err == nil {
+			d.err = fmt.Errorf("%w: integer %d out of range", errTruncated, v)
+		}
+		return 0
+	}
+	return int(v)
+}
+
+func (d *decoder) float() float64 { return math.Float64frombits(d.u64()) }
+
+func (d *decoder) bool() bool {
+	switch d.u64() {
+	case 0:
+		return false
+	case 1:
+		return true
+	}
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: bad presence flag", errTruncated)
+	}
+	return false
+}
+
+// length reads a length whose elements take at least size bytes each.
+func (d *decoder) length(size int) int {
+	n := d.int()
+	if n < 0 || n*size > len(d.b) {
+		if d.err == nil {
+			d.err = fmt.Errorf("%w: length %d exceeds the remaining %d bytes", errTruncated, n, len(d.b))
+		}
+		return 0
+	}
+	return n
+}
+
+func (d *decoder) str() string {
+	n := d.length(1)
+	if d.err != nil {
+		return ""
+	}
+	s := string(d.b[:n])
+	d.b = d.b[n:]
+	return s
+}
+
+func (d *decoder) floats() []float64 {
+	n := d.length(8)
+	if d.err != nil || n == 0 {
+		return nil
+	}
+	v := make([]float64, n)
+	for i := range v {
+		v[i] = d.float()
+	}
+	return v
+}
+
+func (d *decoder) ints() []int {
+	n := d.length(8)
+	if d.err != nil || n == 0 {
+		return nil
+	}
+	v := make([]int, n)
+	for i := range v {
+		v[i] = d.int()
+	}
+	return v
+}
+
+func (d *decoder) strs() []string {
+	n := d.length(8)
+	if d.err != nil || n == 0 {
+		return nil
+	}
+	v := make([]string, n)
+	for i := range v {
+		v[i] = d.str()
+	}
+	return v
+}
+
+func (d *decoder) model() *Model {
+	m := &Model{}
+	m.Version = d.int()
+	m.Method = d.str()
+	m.Kernel = d.str()
+	m.D = d.int()
+	m.Columns = d.strs()
+	m.Target = d.str()
+	m.Transform.XMean = d.floats()
+	m.Transform.XScale = d.floats()
+	m.Transform.YMean = d.float()
+	m.Transform.YScale = d.float()
+	m.Hyper.Lengthscales = d.floats()
+	m.Hyper.SignalVariance = d.float()
+	m.Hyper.NoiseVariance = d.float()
+	m.LogLik = d.float()
+	m.Trace = d.floats()
+	m.Iterations = d.int()
+	m.NTrain = d.int()
+	if d.bool() {
+		m.GL = &GLParams{U: d.floats(), NodesPerDim: d.ints()}
+	}
+	if d.bool() {
+		m.RFF = &RFFParams{Omega: d.floats(), Features: d.int()}
+	}
+	if d.bool() {
+		f := &solver.FeaturePredictor{}
+		f.SF2 = d.float()
+		f.SN2 = d.float()
+		f.SqrtH = d.floats()
+		f.Beta = d.floats()
+		f.R = d.floats()
+		m.Features = f
+	}
+	if d.bool() {
+		x := &solver.ExactPredictor{}
+		x.Kernel.Family = kernel.Family(d.int())
+		x.Kernel.Lengthscales = d.floats()
+		x.Kernel.SignalVariance = d.float()
+		x.Noise = d.float()
+		x.X = d.floats()
+		x.D = d.int()
+		x.Alpha = d.floats()
+		x.R = d.floats()
+		m.Exact = x
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.err = fmt.Errorf("%w: %d bytes after the end of the model", errTruncated, len(d.b))
+	}
+	return m
+}

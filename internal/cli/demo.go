@@ -2,14 +2,28 @@ package cli
 
 import (
 	"bytes"
+	"context"
+	"crypto/rand"
 	_ "embed"
+	"encoding/hex"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
 
+	"github.com/gpreduce/gpreduce/internal/coordinator"
+	"github.com/gpreduce/gpreduce/internal/model"
 	"github.com/gpreduce/gpreduce/internal/shard"
 	"github.com/gpreduce/gpreduce/internal/train"
+	"github.com/gpreduce/gpreduce/internal/worker"
+	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
 
 // maunaLoa is monthly atmospheric CO2 at Mauna Loa, 1959-1997 (decimal year, ppm), the
@@ -50,27 +64,53 @@ func demoSplit() (tr, te *shard.Table, err error) {
 func newDemoCmd(e *env) *cobra.Command {
 	var out string
 	var rf runFlags
+	var local bool
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Train Gauss-Legendre features on the bundled Mauna Loa CO2 series and report test metrics",
 		Long: `demo trains a GP with Gauss-Legendre features (RBF kernel) on monthly Mauna Loa CO2,
 1959-1997, holding out every tenth month, prints test RMSE, NLL and 95% coverage in ppm,
-and writes the model to --out.`,
+and writes the model to --out.
+
+It runs the real stack in this process: a one-member raft coordinator and two workers,
+talking gRPC on loopback, with the training rows in a temporary CSV file; the job is
+submitted, watched and its model fetched as with submit --wait. --local trains with the
+in-process engine instead; both give the same model.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			tr, te, err := demoSplit()
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(e.out, "gpreduce demo: Mauna Loa CO2, %d training and %d test months, Gauss-Legendre features\n", tr.N(), te.N())
-			pr := newProgress(e.errOut, e.tty)
-			r, m, err := evaluate(cmd.Context(), demoSpec(), tr, te, rf, pr.observe)
-			pr.done()
+			where := "on a one-member cluster (raft coordinator + 2 workers, gRPC on loopback)"
+			if local {
+				where = "with the in-process engine"
+			}
+			fmt.Fprintf(e.out, "gpreduce demo: Mauna Loa CO2, %d training and %d test months, Gauss-Legendre features %s\n", tr.N(), te.N(), where)
+			var r *evalResult
+			var b []byte
+			if local {
+				pr := newProgress(e.errOut, e.tty)
+				var m *model.Model
+				r, m, err = evaluate(cmd.Context(), demoSpec(), tr, te, rf, pr.observe)
+				pr.done()
+				if err == nil {
+					b, err = m.Bytes()
+				}
+			} else {
+				// The in-process cluster's expected warnings (tokens without TLS on loopback,
+				// workers waiting for the election) would only clutter the demo.
+				log := e.log
+				if !cmd.Flags().Changed("log-level") {
+					log = log.Level(zerolog.ErrorLevel)
+				}
+				r, b, err = clusterDemo(cmd.Context(), e, log, tr, te, rf)
+			}
 			if err != nil {
 				return err
 			}
-			if err := writeModel(out, m); err != nil {
-				return err
+			if err := writeFileAtomic(out, b); err != nil {
+				return fmt.Errorf("write model: %w", err)
 			}
 			if abs, err := filepath.Abs(out); err == nil {
 				r.ModelPath = abs
@@ -83,6 +123,201 @@ and writes the model to --out.`,
 		},
 	}
 	cmd.Flags().StringVar(&out, "out", "gpreduce-demo.gpm", "where to write the trained model")
+	cmd.Flags().BoolVar(&local, "local", false, "train with the in-process engine instead of the in-process cluster")
 	rf.register(cmd)
 	return cmd
+}
+
+// Raft timings of the demo's one-member cluster: short, so that it leads at once.
+const (
+	demoRaftTimeout = 250 * time.Millisecond
+	demoWorkers     = 2
+)
+
+// clusterDemo trains the demo job on a cluster in this process: a one-member raft
+// coordinator and demoWorkers workers on loopback with random tokens, the training rows in a
+// CSV file in a temporary directory. It submits the job, shows its progress, fetches the
+// model and scores it on te. It returns the report and the model's bytes.
+func clusterDemo(ctx context.Context, e *env, log zerolog.Logger, tr, te *shard.Table, rf runFlags) (*evalResult, []byte, error) {
+	if rf.shards < 0 {
+		return nil, nil, fmt.Errorf("--shards %d: must be positive", rf.shards)
+	}
+	k := rf.shards
+	if k == 0 {
+		k = (tr.N() + rowsPerShard - 1) / rowsPerShard
+	}
+	dir, err := os.MkdirTemp("", "gpreduce-demo-")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer os.RemoveAll(dir)
+	csvPath := filepath.Join(dir, "maunaloa_train.csv")
+	if err := writeTableCSV(csvPath, tr); err != nil {
+		return nil, nil, err
+	}
+	token, joinToken := randomToken(), randomToken()
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	srv, err := coordinator.OpenServer(ctx, coordinator.ServerConfig{
+		ID: "demo", RaftAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0", DataDir: filepath.Join(dir, "raft"), Bootstrap: true,
+		Token: token, JoinToken: joinToken, Logger: log.With().Str("component", "coordinator").Logger(),
+		Raft: coordinator.RaftTuning{HeartbeatTimeout: demoRaftTimeout, ElectionTimeout: demoRaftTimeout},
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("demo cluster: %w", err)
+	}
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+		if err := srv.Close(); err != nil {
+			log.Error().Err(err).Msg("closing the demo coordinator")
+		}
+	}()
+	runErr := make(chan error, demoWorkers+1)
+	wg.Go(func() {
+		if err := srv.Run(ctx); err != nil {
+			runErr <- err
+		}
+	})
+	cores := max(1, rf.workers/demoWorkers)
+	for i := 1; i <= demoWorkers; i++ {
+		w, err := worker.New(worker.Config{
+			Join: []string{srv.APIAddr()}, Listen: "127.0.0.1:0", Name: fmt.Sprintf("demo-worker-%d", i), Cores: cores,
+			JoinToken: joinToken, CacheBytes: 256 << 20, Logger: log.With().Str("worker", fmt.Sprintf("demo-worker-%d", i)).Logger(),
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("demo cluster: %w", err)
+		}
+		wg.Go(func() {
+			if err := w.Run(ctx); err != nil {
+				runErr <- err
+			}
+		})
+	}
+
+	c := newClient([]string{srv.APIAddr()}, dialOptions(token, nil), 10*time.Second, log)
+	defer c.Close()
+	if err := waitWorkers(ctx, c, demoWorkers, 15*time.Second, runErr); err != nil {
+		return nil, nil, fmt.Errorf("demo cluster: %w", err)
+	}
+	spec, err := buildJobSpec(demoSpec(), shard.Source{URI: csvPath, Format: "csv", Header: true, Target: tr.Target, Columns: tr.Columns},
+		k, 0, dir, flagNames)
+	if err != nil {
+		return nil, nil, err
+	}
+	var sub *pb.Job
+	err = c.do(ctx, func(ctx context.Context, cl pb.CoordinatorClient, opts ...grpc.CallOption) error {
+		sub, err = cl.SubmitJob(ctx, &pb.SubmitJobRequest{Spec: spec, Id: "demo"}, opts...)
+		return err
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("submit: %w", err)
+	}
+	t0 := time.Now()
+	pr := newProgress(e.errOut, e.tty)
+	final, err := watchJob(ctx, c, sub.GetId(), func(ev *pb.JobEvent) { pr.observe(trainEvent(ev)) })
+	pr.done()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := jobOutcome(final); err != nil {
+		return nil, nil, err
+	}
+	trainSec := time.Since(t0).Seconds()
+	b, err := fetchModel(ctx, c, final.GetId())
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := model.Decode(bytes.NewReader(b))
+	if err != nil {
+		return nil, nil, fmt.Errorf("the model of job %s: %w", final.GetId(), err)
+	}
+	if s := final.GetTrainSeconds(); s > 0 {
+		trainSec = s
+	}
+	r, err := score(m, tr, te, k, demoWorkers, trainSec)
+	return r, b, err
+}
+
+// score evaluates a trained model on te, as eval reports it.
+func score(m *model.Model, tr, te *shard.Table, shards, workers int, trainSec float64) (*evalResult, error) {
+	t1 := time.Now()
+	pred, err := m.Predict(te.X, te.N())
+	if err != nil {
+		return nil, err
+	}
+	predSec := time.Since(t1).Seconds()
+	sc, err := model.Score(pred, te.Y)
+	if err != nil {
+		return nil, err
+	}
+	h := m.Original()
+	r := &evalResult{
+		Method: m.Method, Kernel: m.Kernel, NTrain: tr.N(), NTest: te.N(), D: tr.D, Shards: shards, Workers: workers,
+		RMSE: sc.RMSE, NLL: sc.NLL, Coverage95: sc.Coverage95, TrainSeconds: trainSec, PredictSeconds: predSec,
+		Iterations: m.Iterations, LogLikelihood: m.LogLik,
+		Hyperparameters: hyperResult{Lengthscales: h.Lengthscales, SignalVariance: h.SignalVariance, NoiseVariance: h.NoiseVariance},
+	}
+	if m.Features != nil {
+		r.Features = len(m.Features.Beta)
+	}
+	return r, nil
+}
+
+// waitWorkers waits until the leader lists n workers.
+func waitWorkers(ctx context.Context, c *client, n int, timeout time.Duration, runErr <-chan error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		var resp *pb.ListWorkersResponse
+		err := c.do(ctx, func(ctx context.Context, cl pb.CoordinatorClient, opts ...grpc.CallOption) error {
+			var err error
+			resp, err = cl.ListWorkers(ctx, &pb.ListWorkersRequest{}, opts...)
+			return err
+		})
+		if err == nil && len(resp.GetWorkers()) >= n {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			if err != nil {
+				return fmt.Errorf("waiting for %d workers: %w", n, err)
+			}
+			return fmt.Errorf("only %d of %d workers registered after %s", len(resp.GetWorkers()), n, timeout)
+		}
+		select {
+		case err := <-runErr:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// writeTableCSV writes a table as CSV with a header, every value in its shortest exact form,
+// so that reading the file back gives the same float64s.
+func writeTableCSV(path string, t *shard.Table) error {
+	var b strings.Builder
+	b.WriteString(strings.Join(append(append([]string(nil), t.Columns...), t.Target), ","))
+	b.WriteByte('\n')
+	for i := 0; i < t.N(); i++ {
+		for _, v := range t.Row(i) {
+			b.WriteString(strconv.FormatFloat(v, 'g', -1, 64))
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatFloat(t.Y[i], 'g', -1, 64))
+		b.WriteByte('\n')
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		return fmt.Errorf("write the training rows: %w", err)
+	}
+	return nil
+}
+
+// randomToken returns 128 random bits in hex.
+func randomToken() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }

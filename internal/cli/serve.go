@@ -1,0 +1,206 @@
+package cli
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+
+	"github.com/gpreduce/gpreduce/internal/auth"
+	"github.com/gpreduce/gpreduce/internal/coordinator"
+)
+
+// joinTokenEnv (GPREDUCE_JOIN_TOKEN) is shared with the worker command.
+
+// serveFlags are the flags of `coordinator serve`.
+type serveFlags struct {
+	id, raftAddr, apiAddr, dataDir  string
+	raftAdvertise, apiAdvertise     string
+	bootstrap                       bool
+	join                            []string
+	tokenFile, joinTokenFile        string
+	tlsCert, tlsKey, tlsCA          string
+	metricsAddr                     string
+	workerTimeout, checkpointEvery  time.Duration
+	raftHeartbeat, raftElection     time.Duration
+	raftLeaderLease, raftSnapEvery  time.Duration
+	taskTimeout                     time.Duration
+	raftSnapThreshold, raftTrailing uint64
+}
+
+func newServeCmd(e *env) *cobra.Command {
+	var f serveFlags
+	cmd := &cobra.Command{
+		Use:   "serve --id ID --data-dir DIR (--bootstrap | --join API_ADDR[,...])",
+		Short: "Run one coordinator: a raft member serving the API, running jobs while it leads",
+		Long: `serve runs one coordinator until SIGTERM or SIGINT: a raft member with its state in
+--data-dir, the gRPC API on --api-addr (clients, workers and the other members), the job
+runner while it is the leader, and the worker registry.
+
+A new cluster starts with one member given --bootstrap; the others are given --join with
+the API address of any member (followers point to the leader) and are added as voters.
+A member whose --data-dir already holds raft state is simply restarted: --bootstrap and
+--join are then ignored, so the same command line serves the first start and every restart.
+
+Clients need the API token (--token-file, or env GPREDUCE_TOKEN), workers the join token
+(--join-token-file, or env GPREDUCE_JOIN_TOKEN); the members call each other with the API
+token, so all members need the same tokens. TLS is on with --tls-cert and --tls-key; with
+--tls-ca, clients and workers must present a certificate signed by it, and the members and
+workers are verified against it.`,
+		Example: `  coordinator serve --id c0 --data-dir /var/lib/gpreduce --bootstrap --token-file token --join-token-file join-token
+  coordinator serve --id c1 --raft-addr 10.0.0.6:7000 --api-addr 10.0.0.6:7100 --data-dir /var/lib/gpreduce \
+      --join 10.0.0.5:7100 --token-file token --join-token-file join-token`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log := e.log
+			if !cmd.Flags().Changed("log-level") {
+				log = log.Level(zerolog.InfoLevel)
+			}
+			cfg, err := f.config(log)
+			if err != nil {
+				return err
+			}
+			return serve(cmd.Context(), cfg, f.bootstrap || len(f.join) > 0, log)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.id, "id", "", "this member's raft ID, unique in the cluster and stable across restarts (required)")
+	fl.StringVar(&f.raftAddr, "raft-addr", defaultRaftAddr, "HOST:PORT of the raft transport")
+	fl.StringVar(&f.apiAddr, "api-addr", defaultAPIAddr, "HOST:PORT of the gRPC API")
+	fl.StringVar(&f.raftAdvertise, "raft-advertise", "", "raft address the other members dial, if not --raft-addr (an IP address)")
+	fl.StringVar(&f.apiAdvertise, "api-advertise", "", "API address given to clients, workers and the other members, if not --api-addr")
+	fl.StringVar(&f.dataDir, "data-dir", "", "directory of the raft log, stable store and snapshots (required)")
+	fl.BoolVar(&f.bootstrap, "bootstrap", false, "start a new cluster with this member as its only voter")
+	fl.StringSliceVar(&f.join, "join", nil, "join the cluster through these API addresses (any member), comma-separated")
+	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the API token (default: env "+tokenEnv+")")
+	fl.StringVar(&f.joinTokenFile, "join-token-file", "", "file holding the workers' join token (default: env "+joinTokenEnv+")")
+	fl.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate (PEM); turns TLS on")
+	fl.StringVar(&f.tlsKey, "tls-key", "", "TLS key (PEM)")
+	fl.StringVar(&f.tlsCA, "tls-ca", "", "CA certificates (PEM): required of clients and workers, and used to verify members and workers")
+	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "HOST:PORT of an HTTP server with Prometheus metrics at /metrics")
+	fl.DurationVar(&f.workerTimeout, "worker-timeout", coordinator.DefaultHeartbeatTimeout, "drop a worker this long after its last heartbeat")
+	fl.DurationVar(&f.checkpointEvery, "checkpoint-interval", coordinator.DefaultCheckpointInterval, "least time between two optimizer checkpoints of a job")
+	// Tuning for tests and unusual networks; raft's defaults suit a LAN.
+	fl.DurationVar(&f.raftHeartbeat, "raft-heartbeat-timeout", 0, "raft heartbeat timeout (default: raft's, 1s)")
+	fl.DurationVar(&f.raftElection, "raft-election-timeout", 0, "raft election timeout (default: raft's, 1s)")
+	fl.DurationVar(&f.raftLeaderLease, "raft-leader-lease-timeout", 0, "raft leader lease timeout (default: raft's, 500ms)")
+	fl.DurationVar(&f.raftSnapEvery, "raft-snapshot-interval", 0, "how often raft checks whether to snapshot (default: raft's, 120s)")
+	fl.Uint64Var(&f.raftSnapThreshold, "raft-snapshot-threshold", 0, "log entries since the last snapshot that trigger one (default 1024)")
+	fl.Uint64Var(&f.raftTrailing, "raft-trailing-logs", 0, "log entries kept after a snapshot (default 1024)")
+	fl.DurationVar(&f.taskTimeout, "task-timeout", 0, "bound of one task attempt on a worker (default: the remote engine's)")
+	for _, n := range []string{"raft-heartbeat-timeout", "raft-election-timeout", "raft-leader-lease-timeout", "raft-snapshot-interval",
+		"raft-snapshot-threshold", "raft-trailing-logs", "task-timeout"} {
+		_ = fl.MarkHidden(n)
+	}
+	return cmd
+}
+
+// config checks the flags and returns the server configuration.
+func (f *serveFlags) config(log zerolog.Logger) (coordinator.ServerConfig, error) {
+	var cfg coordinator.ServerConfig
+	if strings.TrimSpace(f.id) == "" {
+		return cfg, fmt.Errorf("--id is required: a name for this member, unique in the cluster and the same on every restart")
+	}
+	if f.dataDir == "" {
+		return cfg, fmt.Errorf("--data-dir is required: where this member keeps its raft state")
+	}
+	var join []string
+	for _, a := range f.join {
+		if a = strings.TrimSpace(a); a != "" && !slices.Contains(join, a) {
+			join = append(join, a)
+		}
+	}
+	if f.bootstrap && len(join) > 0 {
+		return cfg, fmt.Errorf("give --bootstrap (start a new cluster) or --join (join an existing one), not both")
+	}
+	token, err := tokenFrom(f.tokenFile, tokenEnv, "--token-file")
+	if err != nil {
+		return cfg, err
+	}
+	joinToken, err := tokenFrom(f.joinTokenFile, joinTokenEnv, "--join-token-file")
+	if err != nil {
+		return cfg, err
+	}
+	var serverTLS, clientTLS *tls.Config
+	switch {
+	case f.tlsCert != "" && f.tlsKey != "":
+		if serverTLS, err = auth.ServerTLS(f.tlsCert, f.tlsKey, f.tlsCA); err != nil {
+			return cfg, err
+		}
+		if clientTLS, err = auth.ClientTLS(f.tlsCA, f.tlsCert, f.tlsKey); err != nil {
+			return cfg, err
+		}
+	case f.tlsCert != "" || f.tlsKey != "" || f.tlsCA != "":
+		return cfg, fmt.Errorf("TLS needs both --tls-cert and --tls-key (and optionally --tls-ca)")
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"--worker-timeout", f.workerTimeout}, {"--checkpoint-interval", f.checkpointEvery}, {"--raft-heartbeat-timeout", f.raftHeartbeat},
+		{"--raft-election-timeout", f.raftElection}, {"--raft-leader-lease-timeout", f.raftLeaderLease},
+		{"--raft-snapshot-interval", f.raftSnapEvery}, {"--task-timeout", f.taskTimeout}} {
+		if d.v < 0 {
+			return cfg, fmt.Errorf("%s %s: must not be negative", d.flag, d.v)
+		}
+	}
+	return coordinator.ServerConfig{
+		ID: f.id, RaftAddr: f.raftAddr, RaftAdvertiseAddr: f.raftAdvertise, APIAddr: f.apiAddr, APIAdvertiseAddr: f.apiAdvertise,
+		DataDir: f.dataDir, Bootstrap: f.bootstrap, Join: join,
+		Token: token, JoinToken: joinToken, ServerTLS: serverTLS, ClientTLS: clientTLS,
+		MetricsAddr: f.metricsAddr, HeartbeatTimeout: f.workerTimeout, CheckpointInterval: f.checkpointEvery,
+		TaskTimeout: f.taskTimeout, Logger: log,
+		Raft: coordinator.RaftTuning{
+			HeartbeatTimeout: f.raftHeartbeat, ElectionTimeout: f.raftElection, LeaderLeaseTimeout: f.raftLeaderLease,
+			SnapshotInterval: f.raftSnapEvery, SnapshotThreshold: f.raftSnapThreshold, TrailingLogs: f.raftTrailing,
+		},
+	}, nil
+}
+
+// tokenFrom reads a token from file, or else from the environment variable env.
+func tokenFrom(file, env, flag string) (string, error) {
+	if file != "" {
+		t, err := auth.ReadTokenFile(file)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", flag, err)
+		}
+		return t, nil
+	}
+	return strings.TrimSpace(os.Getenv(env)), nil
+}
+
+// serve opens the coordinator, runs it until ctx ends (SIGTERM, SIGINT) and closes it.
+// starts says whether --bootstrap or --join was given; without either, the data directory
+// must hold the state of an earlier run.
+func serve(ctx context.Context, cfg coordinator.ServerConfig, starts bool, log zerolog.Logger) error {
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("--data-dir: %w", err)
+	}
+	srv, err := coordinator.OpenServer(ctx, cfg)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // interrupted while joining
+		}
+		return err
+	}
+	restarted := srv.Node().HadState()
+	if !restarted && !starts {
+		closeErr := srv.Close()
+		return errors.Join(fmt.Errorf("%s holds no raft state: give --bootstrap to start a new cluster, or --join API_ADDR to join one", cfg.DataDir), closeErr)
+	}
+	log.Info().Str("id", cfg.ID).Str("api_addr", srv.APIAddr()).Str("raft_addr", srv.Node().Addr()).
+		Str("data_dir", cfg.DataDir).Bool("restarted", restarted).Msg("coordinator listening")
+	runErr := srv.Run(ctx)
+	log.Info().Msg("shutting down")
+	closeErr := srv.Close()
+	if runErr != nil {
+		return errors.Join(runErr, closeErr)
+	}
+	return closeErr
+}

@@ -1,0 +1,161 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// lockedBuffer is a bytes.Buffer safe for a command writing while the test reads.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// serveInBackground runs `coordinator serve args` until the returned stop is called, which
+// returns the exit code and the log.
+func serveInBackground(t *testing.T, args ...string) (stop func() (int, string)) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errOut lockedBuffer
+	done := make(chan int, 1)
+	go func() { done <- Execute(ctx, append([]string{"serve"}, args...), &out, &errOut) }()
+	var once sync.Once
+	var code int
+	stop = func() (int, string) {
+		once.Do(func() {
+			cancel()
+			select {
+			case code = <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatal("serve did not stop within 30 s of its context ending")
+			}
+		})
+		return code, errOut.String()
+	}
+	t.Cleanup(func() { stop() })
+	return stop
+}
+
+// TestServeRestart: serve bootstraps a one-member cluster, stops cleanly on its context (the
+// signal), and a restart with the same data directory needs neither --bootstrap nor --join.
+func TestServeRestart(t *testing.T) {
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	os.WriteFile(tokenFile, []byte(testToken+"\n"), 0o600)
+	api, raftAddr := deadAddr(t), deadAddr(t)
+	args := []string{"--id", "s0", "--api-addr", api, "--raft-addr", raftAddr, "--data-dir", filepath.Join(dir, "data"),
+		"--token-file", tokenFile, "--raft-heartbeat-timeout", "200ms", "--raft-election-timeout", "200ms"}
+	members := func() []map[string]any {
+		t.Helper()
+		var ms []map[string]any
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			code, out, errOut := run(t, "members", "--json", "--addr", api, "--token", testToken, "--leader-wait", "1s")
+			if code == 0 {
+				if err := json.Unmarshal([]byte(out), &ms); err != nil {
+					t.Fatalf("members --json: %v: %s", err, out)
+				}
+				if len(ms) == 1 && ms[0]["leader"] == true && ms[0]["api_address"] == api {
+					return ms
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no leader: exit %d: %s %s", code, out, errOut)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	stop := serveInBackground(t, append(args, "--bootstrap")...)
+	members()
+	code, log := stop()
+	if code != 0 {
+		t.Fatalf("serve exit %d:\n%s", code, log)
+	}
+	if !strings.Contains(log, "coordinator listening") || !strings.Contains(log, api) {
+		t.Errorf("serve did not log its API address:\n%s", log)
+	}
+	stop = serveInBackground(t, args...)
+	if ms := members(); ms[0]["id"] != "s0" {
+		t.Errorf("members after the restart: %v", ms)
+	}
+	code, log = stop()
+	if code != 0 || !strings.Contains(log, `"restarted":true`) {
+		t.Errorf("restart: exit %d:\n%s", code, log)
+	}
+}
+
+func TestServeFlagErrors(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty-token")
+	os.WriteFile(empty, nil, 0o600)
+	base := []string{"serve", "--api-addr", deadAddr(t), "--raft-addr", deadAddr(t)}
+	cases := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"no id", []string{"--data-dir", filepath.Join(dir, "a"), "--bootstrap"}, []string{"--id is required"}},
+		{"no data dir", []string{"--id", "x", "--bootstrap"}, []string{"--data-dir is required"}},
+		{"bootstrap and join", []string{"--id", "x", "--data-dir", filepath.Join(dir, "b"), "--bootstrap", "--join", "127.0.0.1:1"}, []string{"not both"}},
+		{"new member without a way in", []string{"--id", "x", "--data-dir", filepath.Join(dir, "c")}, []string{"no raft state", "--bootstrap", "--join"}},
+		{"empty token file", []string{"--id", "x", "--data-dir", filepath.Join(dir, "d"), "--bootstrap", "--token-file", empty}, []string{"--token-file", "empty"}},
+		{"half TLS", []string{"--id", "x", "--data-dir", filepath.Join(dir, "e"), "--bootstrap", "--tls-cert", "c.pem"}, []string{"--tls-key"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, _, errOut := run(t, append(base, c.args...)...)
+			if code != 1 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(errOut, w) {
+					t.Errorf("%q does not mention %q", errOut, w)
+				}
+			}
+		})
+	}
+}
+
+// TestDemoClusterMatchesLocal: the demo through the in-process cluster (raft coordinator, two
+// workers over gRPC) writes the same model, byte for byte, as the demo's --local engine.
+func TestDemoClusterMatchesLocal(t *testing.T) {
+	dir := t.TempDir()
+	var models [][]byte
+	for _, mode := range [][]string{nil, {"--local"}} {
+		p := filepath.Join(dir, "m.gpm")
+		code, out, errOut := run(t, append([]string{"demo", "--out", p}, mode...)...)
+		if code != 0 {
+			t.Fatalf("demo %v: exit %d: %s", mode, code, errOut)
+		}
+		if mode == nil && !strings.Contains(out, "one-member cluster") {
+			t.Errorf("demo output does not say it ran on the cluster:\n%s", out)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		models = append(models, b)
+	}
+	if !bytes.Equal(models[0], models[1]) {
+		t.Errorf("the cluster demo's model (%d bytes) differs from the local one (%d bytes)", len(models[0]), len(models[1]))
+	}
+}

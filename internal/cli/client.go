@@ -299,7 +299,10 @@ func (c *client) pass(ctx context.Context, fn callFunc) (err error, retry bool) 
 	case c.tls && (strings.Contains(msg, "broken pipe") || strings.Contains(msg, "connection reset")):
 		return fmt.Errorf("the coordinator at %s dropped the TLS connection (%s): it may require a client certificate "+
 			"(--tls-cert and --tls-key) signed by its CA", at, msg), false
-	case strings.Contains(msg, "server preface: EOF") || strings.Contains(msg, "does not look like a TLS handshake"):
+	case !c.tls && strings.Contains(msg, "server preface") && (strings.Contains(msg, "EOF") || strings.Contains(msg, "connection reset")),
+		strings.Contains(msg, "does not look like a TLS handshake"):
+		// A TLS server answers a plain-text HTTP/2 preface by closing or resetting the
+		// connection; which one the client sees depends on timing.
 		return fmt.Errorf("cannot talk to the coordinator at %s (%s): it may require TLS (--tls-ca, and --tls-cert and --tls-key "+
 			"if it asks for client certificates), or not use it", at, msg), false
 	}

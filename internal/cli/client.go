@@ -390,3 +390,15 @@ func retryable(err error) bool {
 	}
 	return false
 }
+
+// call runs one RPC through c.do (following the leader, retrying while there is none) and
+// returns its response.
+func call[T any](ctx context.Context, c *client, rpc func(context.Context, pb.CoordinatorClient, ...grpc.CallOption) (T, error)) (T, error) {
+	var resp T
+	err := c.do(ctx, func(ctx context.Context, cl pb.CoordinatorClient, opts ...grpc.CallOption) error {
+		var err error
+		resp, err = rpc(ctx, cl, opts...)
+		return err
+	})
+	return resp, err
+}

@@ -122,11 +122,8 @@ func jobOutcome(j *pb.Job) error {
 }
 
 func getJob(ctx context.Context, c *client, id string) (*pb.Job, error) {
-	var j *pb.Job
-	err := c.do(ctx, func(ctx context.Context, cl pb.CoordinatorClient, opts ...grpc.CallOption) error {
-		var err error
-		j, err = cl.GetJob(ctx, &pb.GetJobRequest{Id: id}, opts...)
-		return err
+	j, err := call(ctx, c, func(ctx context.Context, cl pb.CoordinatorClient, opts ...grpc.CallOption) (*pb.Job, error) {
+		return cl.GetJob(ctx, &pb.GetJobRequest{Id: id}, opts...)
 	})
 	return j, err
 }
@@ -221,10 +218,8 @@ to stderr, prints the final status, and exits non-zero if the job failed or was 
 			}
 			defer c.Close()
 			ctx := cmd.Context()
-			var sub *pb.Job
-			err = c.do(ctx, func(ctx context.Context, cl pb.CoordinatorClient, opts ...grpc.CallOption) error {
-				sub, err = cl.SubmitJob(ctx, &pb.SubmitJobRequest{Spec: j.spec, Id: j.id}, opts...)
-				return err
+			sub, err := call(ctx, c, func(ctx context.Context, cl pb.CoordinatorClient, opts ...grpc.CallOption) (*pb.Job, error) {
+				return cl.SubmitJob(ctx, &pb.SubmitJobRequest{Spec: j.spec, Id: j.id}, opts...)
 			})
 			if err != nil {
 				return fmt.Errorf("submit: %w", err)
@@ -435,10 +430,8 @@ func newJobsCmd(e *env) *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			var resp *pb.ListJobsResponse
-			err = c.do(cmd.Context(), func(ctx context.Context, cl pb.CoordinatorClient, opts ...grpc.CallOption) error {
-				resp, err = cl.ListJobs(ctx, &pb.ListJobsRequest{}, opts...)
-				return err
+			resp, err := call(cmd.Context(), c, func(ctx context.Context, cl pb.CoordinatorClient, opts ...grpc.CallOption) (*pb.ListJobsResponse, error) {
+				return cl.ListJobs(ctx, &pb.ListJobsRequest{}, opts...)
 			})
 			if err != nil {
 				return err
@@ -497,10 +490,8 @@ func newCancelCmd(e *env) *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			var j *pb.Job
-			err = c.do(cmd.Context(), func(ctx context.Context, cl pb.CoordinatorClient, opts ...grpc.CallOption) error {
-				j, err = cl.CancelJob(ctx, &pb.CancelJobRequest{Id: args[0]}, opts...)
-				return err
+			j, err := call(cmd.Context(), c, func(ctx context.Context, cl pb.CoordinatorClient, opts ...grpc.CallOption) (*pb.Job, error) {
+				return cl.CancelJob(ctx, &pb.CancelJobRequest{Id: args[0]}, opts...)
 			})
 			if err != nil {
 				return err
@@ -606,11 +597,8 @@ func newMembersCmd(e *env) *cobra.Command {
 }
 
 func listMembers(ctx context.Context, c *client) ([]*pb.Member, error) {
-	var resp *pb.ListMembersResponse
-	err := c.do(ctx, func(ctx context.Context, cl pb.CoordinatorClient, opts ...grpc.CallOption) error {
-		var err error
-		resp, err = cl.ListMembers(ctx, &pb.ListMembersRequest{}, opts...)
-		return err
+	resp, err := call(ctx, c, func(ctx context.Context, cl pb.CoordinatorClient, opts ...grpc.CallOption) (*pb.ListMembersResponse, error) {
+		return cl.ListMembers(ctx, &pb.ListMembersRequest{}, opts...)
 	})
 	return resp.GetMembers(), err
 }
@@ -628,10 +616,8 @@ func newWorkersCmd(e *env) *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			var resp *pb.ListWorkersResponse
-			err = c.do(cmd.Context(), func(ctx context.Context, cl pb.CoordinatorClient, opts ...grpc.CallOption) error {
-				resp, err = cl.ListWorkers(ctx, &pb.ListWorkersRequest{}, opts...)
-				return err
+			resp, err := call(cmd.Context(), c, func(ctx context.Context, cl pb.CoordinatorClient, opts ...grpc.CallOption) (*pb.ListWorkersResponse, error) {
+				return cl.ListWorkers(ctx, &pb.ListWorkersRequest{}, opts...)
 			})
 			if err != nil {
 				return err
@@ -745,11 +731,8 @@ func predictJob(ctx context.Context, c *client, id, dataPath, outPath string, he
 	per := max(1, predictValuesPerCall/x.D)
 	for lo := 0; lo < x.N(); lo += per {
 		hi := min(x.N(), lo+per)
-		var resp *pb.PredictResponse
-		err := c.do(ctx, func(ctx context.Context, cl pb.CoordinatorClient, opts ...grpc.CallOption) error {
-			var err error
-			resp, err = cl.Predict(ctx, &pb.PredictRequest{JobId: id, D: int32(x.D), X: x.X[lo*x.D : hi*x.D]}, opts...)
-			return err
+		resp, err := call(ctx, c, func(ctx context.Context, cl pb.CoordinatorClient, opts ...grpc.CallOption) (*pb.PredictResponse, error) {
+			return cl.Predict(ctx, &pb.PredictRequest{JobId: id, D: int32(x.D), X: x.X[lo*x.D : hi*x.D]}, opts...)
 		})
 		if err != nil {
 			return fmt.Errorf("predict with job %s: %w", id, err)

@@ -3,6 +3,7 @@ package wire
 import (
 	"crypto/sha256"
 	"fmt"
+	"math"
 	"sync"
 
 	"google.golang.org/protobuf/proto"
@@ -21,19 +22,33 @@ func EncodeTask(t engine.Task) (*pb.Task, error) {
 	switch t := t.(type) {
 	case shard.MomentsTask, *shard.MomentsTask:
 		return &pb.Task{Kind: &pb.Task_Moments{Moments: &pb.MomentsTask{}}}, nil
+	case shard.DistinctTask:
+		return encodeDistinctTask(t)
+	case *shard.DistinctTask:
+		return encodeDistinctTask(*t)
+	case shard.SampleTask:
+		return encodeSampleTask(t)
+	case *shard.SampleTask:
+		return encodeSampleTask(*t)
 	case *train.GramTask:
-		gl, ok := t.Features.(*features.GL)
-		if !ok {
-			return nil, fmt.Errorf("encode task: Gram task over %T features has no wire form", t.Features)
+		switch f := t.Features.(type) {
+		case *features.GL:
+			nodes := make([]int32, len(f.NodesPerDim))
+			for i, v := range f.NodesPerDim {
+				nodes[i] = int32(v)
+			}
+			return &pb.Task{Kind: &pb.Task_Gram{Gram: &pb.GramTask{
+				Gl:        &pb.GLMap{Kernel: f.Family.String(), U: f.U, NodesPerDim: nodes},
+				Transform: EncodeTransform(t.Transform),
+			}}}, nil
+		case *features.GRIEF:
+			m, err := EncodeGRIEF(f)
+			if err != nil {
+				return nil, err
+			}
+			return &pb.Task{Kind: &pb.Task_Gram{Gram: &pb.GramTask{Grief: m, Transform: EncodeTransform(t.Transform)}}}, nil
 		}
-		nodes := make([]int32, len(gl.NodesPerDim))
-		for i, v := range gl.NodesPerDim {
-			nodes[i] = int32(v)
-		}
-		return &pb.Task{Kind: &pb.Task_Gram{Gram: &pb.GramTask{
-			Gl:        &pb.GLMap{Kernel: gl.Family.String(), U: gl.U, NodesPerDim: nodes},
-			Transform: EncodeTransform(t.Transform),
-		}}}, nil
+		return nil, fmt.Errorf("encode task: Gram task over %T features has no wire form", t.Features)
 	case *train.RFFTask:
 		return &pb.Task{Kind: &pb.Task_Rff{Rff: &pb.RFFTask{
 			Rff:          &pb.RFFMap{Kernel: t.RFF.Family.String(), D: int32(t.RFF.D), Omega: t.RFF.Omega},
@@ -45,6 +60,82 @@ func EncodeTask(t engine.Task) (*pb.Task, error) {
 		return &pb.Task{Kind: &pb.Task_Rows{Rows: &pb.RowsTask{Transform: EncodeTransform(t.Transform)}}}, nil
 	}
 	return nil, fmt.Errorf("encode task: %T has no wire form", t)
+}
+
+func encodeDistinctTask(t shard.DistinctTask) (*pb.Task, error) {
+	if t.Cap < 0 || t.Cap > math.MaxInt32-1 {
+		return nil, fmt.Errorf("encode task: distinct task with cap %d", t.Cap)
+	}
+	return &pb.Task{Kind: &pb.Task_Distinct{Distinct: &pb.DistinctTask{Cap: int32(t.Cap)}}}, nil
+}
+
+func encodeSampleTask(t shard.SampleTask) (*pb.Task, error) {
+	if t.K < 0 || t.K > math.MaxInt32 {
+		return nil, fmt.Errorf("encode task: sample task of %d rows", t.K)
+	}
+	return &pb.Task{Kind: &pb.Task_Sample{Sample: &pb.SampleTask{K: int32(t.K), Seed: t.Seed}}}, nil
+}
+
+// EncodeGRIEF returns the message form of a GP-GRIEF map. It carries the eigendecompositions and
+// the selection exactly, so every node evaluates the same features (digest 001, pitfall 4).
+func EncodeGRIEF(g *features.GRIEF) (*pb.GRIEFMap, error) {
+	if err := g.Validate(); err != nil {
+		return nil, fmt.Errorf("encode task: %w", err)
+	}
+	vecs := func(vs [][]float64) []*pb.Vector {
+		out := make([]*pb.Vector, len(vs))
+		for i, v := range vs {
+			out[i] = &pb.Vector{Values: v}
+		}
+		return out
+	}
+	idx := make([]int32, len(g.Idx))
+	for i, v := range g.Idx {
+		idx[i] = int32(v) // Validate bounds it by a grid size
+	}
+	return &pb.GRIEFMap{
+		Kernel:         g.Family.String(),
+		Lengthscales:   g.Lengthscales,
+		SignalVariance: g.SignalVariance,
+		Grid:           vecs(g.Grid),
+		Q:              vecs(g.Q),
+		LogLam:         vecs(g.LogLam),
+		Idx:            idx,
+		LogLamP:        g.LogLamP,
+	}, nil
+}
+
+// DecodeGRIEF returns the GP-GRIEF map a message describes, after GRIEF.Validate.
+func DecodeGRIEF(m *pb.GRIEFMap) (*features.GRIEF, error) {
+	fam, err := kernel.ParseFamily(m.GetKernel())
+	if err != nil {
+		return nil, err
+	}
+	vals := func(vs []*pb.Vector) [][]float64 {
+		out := make([][]float64, len(vs))
+		for i, v := range vs {
+			out[i] = v.GetValues()
+		}
+		return out
+	}
+	idx := make([]int, len(m.GetIdx()))
+	for i, v := range m.GetIdx() {
+		idx[i] = int(v)
+	}
+	g := &features.GRIEF{
+		Family:         fam,
+		Lengthscales:   m.GetLengthscales(),
+		SignalVariance: m.GetSignalVariance(),
+		Grid:           vals(m.GetGrid()),
+		Q:              vals(m.GetQ()),
+		LogLam:         vals(m.GetLogLam()),
+		Idx:            idx,
+		LogLamP:        m.GetLogLamP(),
+	}
+	if err := g.Validate(); err != nil {
+		return nil, err
+	}
+	return g, nil
 }
 
 // Decoder turns task messages back into map steps. It caches the feature maps it builds
@@ -67,7 +158,13 @@ func (d *Decoder) cached(m proto.Message, build func() (any, error)) (any, error
 	if err != nil {
 		return nil, err
 	}
-	key := sha256.Sum256(b)
+	// The key covers the message type too, so maps of different kinds never share an entry.
+	h := sha256.New()
+	h.Write([]byte(proto.MessageName(m)))
+	h.Write([]byte{0})
+	h.Write(b)
+	var key [32]byte
+	h.Sum(key[:0])
 	d.mu.Lock()
 	v, ok := d.cache[key]
 	d.mu.Unlock()
@@ -96,10 +193,40 @@ func (d *Decoder) DecodeTask(m *pb.Task) (engine.Task, error) {
 	switch k := m.GetKind().(type) {
 	case *pb.Task_Moments:
 		return shard.MomentsTask{}, nil
+	case *pb.Task_Distinct:
+		c := k.Distinct.GetCap()
+		if c < 0 {
+			return nil, fmt.Errorf("decode task: distinct task with cap %d", c)
+		}
+		return shard.DistinctTask{Cap: int(c)}, nil
+	case *pb.Task_Sample:
+		n := k.Sample.GetK()
+		if n < 0 {
+			return nil, fmt.Errorf("decode task: sample task of %d rows", n)
+		}
+		return shard.SampleTask{K: int(n), Seed: k.Sample.GetSeed()}, nil
 	case *pb.Task_Gram:
 		g := k.Gram
-		if g.GetGl() == nil || g.GetTransform() == nil {
-			return nil, fmt.Errorf("decode task: Gram task without feature map or transform")
+		if g.GetTransform() == nil || (g.GetGl() == nil) == (g.GetGrief() == nil) {
+			return nil, fmt.Errorf("decode task: Gram task needs a transform and exactly one feature map (gl or grief)")
+		}
+		if g.GetGrief() != nil {
+			v, err := d.cached(g.Grief, func() (any, error) { return DecodeGRIEF(g.Grief) })
+			if err != nil {
+				return nil, fmt.Errorf("decode task: %w", err)
+			}
+			gr, ok := v.(*features.GRIEF)
+			if !ok {
+				return nil, fmt.Errorf("decode task: cached feature map is a %T", v)
+			}
+			tf, err := DecodeTransform(g.Transform)
+			if err != nil {
+				return nil, err
+			}
+			if len(tf.XMean) != gr.Dim() {
+				return nil, fmt.Errorf("decode task: GRIEF map of %d inputs with a transform of %d", gr.Dim(), len(tf.XMean))
+			}
+			return &train.GramTask{Features: gr, Transform: tf}, nil
 		}
 		v, err := d.cached(g.Gl, func() (any, error) {
 			fam, err := kernel.ParseFamily(g.Gl.Kernel)
@@ -119,7 +246,11 @@ func (d *Decoder) DecodeTask(m *pb.Task) (engine.Task, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &train.GramTask{Features: v.(*features.GL), Transform: tf}, nil
+		gl, ok := v.(*features.GL)
+		if !ok {
+			return nil, fmt.Errorf("decode task: cached feature map is a %T", v)
+		}
+		return &train.GramTask{Features: gl, Transform: tf}, nil
 	case *pb.Task_Rff:
 		r := k.Rff
 		if r.GetRff() == nil || r.GetTransform() == nil {
@@ -176,6 +307,20 @@ func EncodeStats(s reduce.Stats) (*pb.Stats, error) {
 		return &pb.Stats{Kind: &pb.Stats_Sum{Sum: &pb.Sum{Parts: parts, N: int64(s.N)}}}, nil
 	case *reduce.Rows:
 		return &pb.Stats{Kind: &pb.Stats_Rows{Rows: &pb.Rows{D: int32(s.D), X: s.X, Y: s.Y}}}, nil
+	case *reduce.Distinct:
+		if s.Cap < 0 || s.Cap > math.MaxInt32 {
+			return nil, fmt.Errorf("encode stats: distinct values with cap %d", s.Cap)
+		}
+		vals := make([]*pb.Vector, len(s.Values))
+		for i, v := range s.Values {
+			vals[i] = &pb.Vector{Values: v}
+		}
+		return &pb.Stats{Kind: &pb.Stats_Distinct{Distinct: &pb.Distinct{Cap: int32(s.Cap), Values: vals}}}, nil
+	case *reduce.Sample:
+		if s.K < 0 || s.K > math.MaxInt32 || s.D < 0 || s.D > math.MaxInt32 {
+			return nil, fmt.Errorf("encode stats: sample of %d rows of %d columns", s.K, s.D)
+		}
+		return &pb.Stats{Kind: &pb.Stats_Sample{Sample: &pb.Sample{K: int32(s.K), Keys: s.Keys, D: int32(s.D), X: s.X, Y: s.Y}}}, nil
 	}
 	return nil, fmt.Errorf("encode stats: %T has no wire form", s)
 }
@@ -212,6 +357,47 @@ func DecodeStats(m *pb.Stats) (reduce.Stats, error) {
 			return nil, fmt.Errorf("decode stats: %d values for %d rows of %d columns", len(r.X), len(r.Y), r.D)
 		}
 		return &reduce.Rows{D: int(r.D), X: r.X, Y: r.Y}, nil
+	case *pb.Stats_Distinct:
+		dm := k.Distinct
+		c := int(dm.Cap)
+		if c < 0 {
+			return nil, fmt.Errorf("decode stats: distinct values with cap %d", c)
+		}
+		vals := make([][]float64, len(dm.Values))
+		for j, v := range dm.Values {
+			vs := v.GetValues()
+			if len(vs) > c+1 {
+				return nil, fmt.Errorf("decode stats: distinct values: column %d holds %d values, more than cap+1 = %d", j, len(vs), c+1)
+			}
+			for i := 1; i < len(vs); i++ {
+				if !(vs[i] > vs[i-1]) {
+					return nil, fmt.Errorf("decode stats: distinct values: column %d is not strictly increasing", j)
+				}
+			}
+			if vs == nil {
+				vs = []float64{}
+			}
+			vals[j] = vs
+		}
+		return &reduce.Distinct{Cap: c, Values: vals}, nil
+	case *pb.Stats_Sample:
+		sm := k.Sample
+		kk, dd, n := int(sm.K), int(sm.D), len(sm.Keys)
+		if kk < 0 || dd < 0 || n > kk || len(sm.Y) != n || len(sm.X) != n*dd {
+			return nil, fmt.Errorf("decode stats: sample of at most %d rows of %d columns with %d keys, %d values and %d targets", kk, dd, n, len(sm.X), len(sm.Y))
+		}
+		for i, u := range sm.Keys {
+			if u != u || (i > 0 && u < sm.Keys[i-1]) {
+				return nil, fmt.Errorf("decode stats: sample keys are not in increasing order")
+			}
+		}
+		nz := func(v []float64) []float64 {
+			if v == nil {
+				return []float64{}
+			}
+			return v
+		}
+		return &reduce.Sample{K: kk, Keys: nz(sm.Keys), D: dd, X: nz(sm.X), Y: nz(sm.Y)}, nil
 	}
 	return nil, fmt.Errorf("decode stats: unknown kind %T", m.GetKind())
 }

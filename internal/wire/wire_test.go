@@ -46,11 +46,20 @@ func TestTaskRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	grief, err := features.NewGRIEF(kernel.Matern32, []float64{0.8, 1.3}, 1.4, [][]float64{{-1, 0, 1, 2}, {-2, -0.5, 1}}, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
 	tasks := map[string]engine.Task{
-		"moments": shard.MomentsTask{},
-		"gram":    &train.GramTask{Features: gl, Transform: tf},
-		"rff":     &train.RFFTask{RFF: rff, Transform: tf, Lengthscales: []float64{0.7, 1.1}, Grad: true},
-		"rows":    &train.RowsTask{Transform: tf},
+		"moments":      shard.MomentsTask{},
+		"grief":        &train.GramTask{Features: grief, Transform: tf},
+		"distinct":     shard.DistinctTask{Cap: 10},
+		"distinct ptr": &shard.DistinctTask{Cap: 400},
+		"sample":       shard.SampleTask{K: 25, Seed: 77},
+		"sample ptr":   &shard.SampleTask{K: 1000, Seed: 3},
+		"gram":         &train.GramTask{Features: gl, Transform: tf},
+		"rff":          &train.RFFTask{RFF: rff, Transform: tf, Lengthscales: []float64{0.7, 1.1}, Grad: true},
+		"rows":         &train.RowsTask{Transform: tf},
 	}
 	dec := NewDecoder()
 	for name, task := range tasks {
@@ -63,11 +72,11 @@ func TestTaskRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, err := task.Map(ctx, shard.Ref{}, tab)
+			want, err := task.Map(ctx, shard.Ref{Index: 3}, tab)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := back.Map(ctx, shard.Ref{}, tab)
+			got, err := back.Map(ctx, shard.Ref{Index: 3}, tab)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -94,16 +103,87 @@ func TestTaskRoundTrip(t *testing.T) {
 	if a.(*train.GramTask).Features != b.(*train.GramTask).Features {
 		t.Error("the decoder rebuilt a cached feature map")
 	}
+	m, _ = EncodeTask(tasks["grief"])
+	a, _ = dec.DecodeTask(m)
+	b, _ = dec.DecodeTask(m)
+	if a.(*train.GramTask).Features != b.(*train.GramTask).Features {
+		t.Error("the decoder rebuilt a cached GRIEF map")
+	}
+	if !reflect.DeepEqual(a.(*train.GramTask).Features, grief) {
+		t.Error("the decoded GRIEF map differs from the original")
+	}
+}
+
+// TestSmallStatsRoundTrip: empty and edge-case Distinct and Sample statistics survive a round trip.
+func TestSmallStatsRoundTrip(t *testing.T) {
+	tests := []struct {
+		name string
+		s    reduce.Stats
+	}{
+		{"distinct empty columns", reduce.NewDistinct(3, 4)},
+		{"distinct no columns", reduce.NewDistinct(0, 4)},
+		{"distinct full", &reduce.Distinct{Cap: 2, Values: [][]float64{{-1, 0, 3}, {5}}}},
+		{"sample empty", reduce.NewSample(5, 2)},
+		{"sample no inputs", &reduce.Sample{K: 3, Keys: []float64{0.1, 0.1}, D: 0, X: []float64{}, Y: []float64{1, 2}}},
+		{"sample rows", &reduce.Sample{K: 2, Keys: []float64{0.1, 0.4}, D: 2, X: []float64{1, 2, 3, 4}, Y: []float64{5, 6}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := EncodeStats(tc.s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := DecodeStats(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.s) {
+				t.Fatalf("got %+v, want %+v", got, tc.s)
+			}
+		})
+	}
+}
+
+// goodGRIEF returns the message of a valid 2-D GRIEF map.
+func goodGRIEF(t *testing.T) *pb.GRIEFMap {
+	t.Helper()
+	g, err := features.NewGRIEF(kernel.RBF, []float64{1, 2}, 1, [][]float64{{0, 1, 2}, {0, 1}}, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := EncodeGRIEF(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func spoilGRIEF(t *testing.T, spoil func(*pb.GRIEFMap)) *pb.GRIEFMap {
+	m := goodGRIEF(t)
+	spoil(m)
+	return m
 }
 
 func TestDecodeRejectsMalformed(t *testing.T) {
 	dec := NewDecoder()
+	tf2 := &pb.Transform{XMean: []float64{0, 0}, XScale: []float64{1, 1}, YScale: 1}
 	bad := []*pb.Task{
 		{},
 		{Kind: &pb.Task_Gram{Gram: &pb.GramTask{}}},
 		{Kind: &pb.Task_Gram{Gram: &pb.GramTask{Gl: &pb.GLMap{Kernel: "nope", U: []float64{1}, NodesPerDim: []int32{4}}, Transform: &pb.Transform{XMean: []float64{0}, XScale: []float64{1}, YScale: 1}}}},
 		{Kind: &pb.Task_Rff{Rff: &pb.RFFTask{Rff: &pb.RFFMap{Kernel: "rbf", D: 2, Omega: []float64{1, 2, 3}}, Transform: &pb.Transform{XMean: []float64{0, 0}, XScale: []float64{1, 1}, YScale: 1}, Lengthscales: []float64{1, 1}}}},
 		{Kind: &pb.Task_Rows{Rows: &pb.RowsTask{Transform: &pb.Transform{XMean: []float64{0}, XScale: []float64{1, 2}, YScale: 1}}}},
+		{Kind: &pb.Task_Distinct{Distinct: &pb.DistinctTask{Cap: -1}}},
+		{Kind: &pb.Task_Sample{Sample: &pb.SampleTask{K: -2}}},
+		{Kind: &pb.Task_Gram{Gram: &pb.GramTask{Grief: goodGRIEF(t), Gl: &pb.GLMap{Kernel: "rbf", U: []float64{1, 1}, NodesPerDim: []int32{4, 4}}, Transform: tf2}}},
+		{Kind: &pb.Task_Gram{Gram: &pb.GramTask{Grief: goodGRIEF(t)}}},
+		{Kind: &pb.Task_Gram{Gram: &pb.GramTask{Grief: goodGRIEF(t), Transform: &pb.Transform{XMean: []float64{0}, XScale: []float64{1}, YScale: 1}}}},
+		{Kind: &pb.Task_Gram{Gram: &pb.GramTask{Grief: spoilGRIEF(t, func(m *pb.GRIEFMap) { m.Kernel = "nope" }), Transform: tf2}}},
+		{Kind: &pb.Task_Gram{Gram: &pb.GramTask{Grief: spoilGRIEF(t, func(m *pb.GRIEFMap) { m.Idx[0] = 9 }), Transform: tf2}}},
+		{Kind: &pb.Task_Gram{Gram: &pb.GramTask{Grief: spoilGRIEF(t, func(m *pb.GRIEFMap) { m.Q = m.Q[:1] }), Transform: tf2}}},
+		{Kind: &pb.Task_Gram{Gram: &pb.GramTask{Grief: spoilGRIEF(t, func(m *pb.GRIEFMap) { m.LogLamP = nil }), Transform: tf2}}},
+		{Kind: &pb.Task_Gram{Gram: &pb.GramTask{Grief: spoilGRIEF(t, func(m *pb.GRIEFMap) { m.Grid[1].Values = nil }), Transform: tf2}}},
+		{Kind: &pb.Task_Gram{Gram: &pb.GramTask{Grief: spoilGRIEF(t, func(m *pb.GRIEFMap) { m.SignalVariance = -1 }), Transform: tf2}}},
 	}
 	for i, m := range bad {
 		if _, err := dec.DecodeTask(m); err == nil {
@@ -115,6 +195,14 @@ func TestDecodeRejectsMalformed(t *testing.T) {
 		{Kind: &pb.Stats_Gram{Gram: &pb.Gram{S: 2, G: []float64{1, 2, 3}, B: []float64{1, 2}}}},
 		{Kind: &pb.Stats_Moments{Moments: &pb.Moments{Mean: []float64{1}, M2: []float64{1}}}},
 		{Kind: &pb.Stats_Rows{Rows: &pb.Rows{D: 2, X: []float64{1, 2, 3}, Y: []float64{1}}}},
+		{Kind: &pb.Stats_Distinct{Distinct: &pb.Distinct{Cap: -1}}},
+		{Kind: &pb.Stats_Distinct{Distinct: &pb.Distinct{Cap: 1, Values: []*pb.Vector{{Values: []float64{1, 2, 3}}}}}},
+		{Kind: &pb.Stats_Distinct{Distinct: &pb.Distinct{Cap: 3, Values: []*pb.Vector{{Values: []float64{2, 1}}}}}},
+		{Kind: &pb.Stats_Sample{Sample: &pb.Sample{K: -1}}},
+		{Kind: &pb.Stats_Sample{Sample: &pb.Sample{K: 1, D: 1, Keys: []float64{1, 2}, X: []float64{1, 2}, Y: []float64{1, 2}}}},
+		{Kind: &pb.Stats_Sample{Sample: &pb.Sample{K: 3, D: 2, Keys: []float64{1}, X: []float64{1}, Y: []float64{1}}}},
+		{Kind: &pb.Stats_Sample{Sample: &pb.Sample{K: 3, D: 1, Keys: []float64{1}, X: []float64{1}, Y: nil}}},
+		{Kind: &pb.Stats_Sample{Sample: &pb.Sample{K: 3, D: 1, Keys: []float64{2, 1}, X: []float64{1, 2}, Y: []float64{1, 2}}}},
 	}
 	for i, m := range badStats {
 		if _, err := DecodeStats(m); err == nil {

@@ -99,8 +99,15 @@ type JobSpec struct {
 	Shards               int32                  `protobuf:"varint,14,opt,name=shards,proto3" json:"shards,omitempty"`
 	// Seconds a round may wait for a shard with no live worker before the job fails (0: 300).
 	ShardTimeoutSeconds int32 `protobuf:"varint,15,opt,name=shard_timeout_seconds,json=shardTimeoutSeconds,proto3" json:"shard_timeout_seconds,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// GP-GRIEF settings: inference "type1" (MCMC over weights and noise) or "type2"; grid is
+	// m_bar, the points per grid dimension; eigenfunctions is p; samples is the number of MCMC
+	// samples.
+	Inference      string `protobuf:"bytes,16,opt,name=inference,proto3" json:"inference,omitempty"`
+	Grid           int32  `protobuf:"varint,17,opt,name=grid,proto3" json:"grid,omitempty"`
+	Eigenfunctions int32  `protobuf:"varint,18,opt,name=eigenfunctions,proto3" json:"eigenfunctions,omitempty"`
+	Samples        int32  `protobuf:"varint,19,opt,name=samples,proto3" json:"samples,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *JobSpec) Reset() {
@@ -234,6 +241,34 @@ func (x *JobSpec) GetShards() int32 {
 func (x *JobSpec) GetShardTimeoutSeconds() int32 {
 	if x != nil {
 		return x.ShardTimeoutSeconds
+	}
+	return 0
+}
+
+func (x *JobSpec) GetInference() string {
+	if x != nil {
+		return x.Inference
+	}
+	return ""
+}
+
+func (x *JobSpec) GetGrid() int32 {
+	if x != nil {
+		return x.Grid
+	}
+	return 0
+}
+
+func (x *JobSpec) GetEigenfunctions() int32 {
+	if x != nil {
+		return x.Eigenfunctions
+	}
+	return 0
+}
+
+func (x *JobSpec) GetSamples() int32 {
+	if x != nil {
+		return x.Samples
 	}
 	return 0
 }
@@ -1684,7 +1719,7 @@ var File_gpreduce_v1_coordinator_proto protoreflect.FileDescriptor
 
 const file_gpreduce_v1_coordinator_proto_rawDesc = "" +
 	"\n" +
-	"\x1dgpreduce/v1/coordinator.proto\x12\vgpreduce.v1\x1a\x17gpreduce/v1/types.proto\"\x9a\x04\n" +
+	"\x1dgpreduce/v1/coordinator.proto\x12\vgpreduce.v1\x1a\x17gpreduce/v1/types.proto\"\x8e\x05\n" +
 	"\aJobSpec\x12\x16\n" +
 	"\x06method\x18\x01 \x01(\tR\x06method\x12\x16\n" +
 	"\x06kernel\x18\x02 \x01(\tR\x06kernel\x12\x12\n" +
@@ -1701,7 +1736,11 @@ const file_gpreduce_v1_coordinator_proto_rawDesc = "" +
 	"\x0eexact_max_rows\x18\f \x01(\x05R\fexactMaxRows\x12+\n" +
 	"\x04data\x18\r \x01(\v2\x17.gpreduce.v1.DataSourceR\x04data\x12\x16\n" +
 	"\x06shards\x18\x0e \x01(\x05R\x06shards\x122\n" +
-	"\x15shard_timeout_seconds\x18\x0f \x01(\x05R\x13shardTimeoutSeconds\"\x85\x01\n" +
+	"\x15shard_timeout_seconds\x18\x0f \x01(\x05R\x13shardTimeoutSeconds\x12\x1c\n" +
+	"\tinference\x18\x10 \x01(\tR\tinference\x12\x12\n" +
+	"\x04grid\x18\x11 \x01(\x05R\x04grid\x12&\n" +
+	"\x0eeigenfunctions\x18\x12 \x01(\x05R\x0eeigenfunctions\x12\x18\n" +
+	"\asamples\x18\x13 \x01(\x05R\asamples\"\x85\x01\n" +
 	"\x0fHyperparameters\x12\"\n" +
 	"\flengthscales\x18\x01 \x03(\x01R\flengthscales\x12'\n" +
 	"\x0fsignal_variance\x18\x02 \x01(\x01R\x0esignalVariance\x12%\n" +

@@ -389,6 +389,111 @@ func (x *RFFMap) GetOmega() []float64 {
 	return nil
 }
 
+// GRIEFMap fixes a GP-GRIEF eigenfunction map (features.GRIEF): the product kernel
+// sf2 * prod_i k0_i(x_i, z_i) on the Cartesian grid `grid` (one Vector per dimension), the
+// per-dimension m_i x m_i eigenvector matrices `q` (row-major) and log eigenvalues `log_lam`,
+// the p x d row-major eigen-indices `idx` of the selected product eigenvalues and their logs
+// `log_lam_p` (descending).
+type GRIEFMap struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Kernel         string                 `protobuf:"bytes,1,opt,name=kernel,proto3" json:"kernel,omitempty"`
+	Lengthscales   []float64              `protobuf:"fixed64,2,rep,packed,name=lengthscales,proto3" json:"lengthscales,omitempty"`
+	SignalVariance float64                `protobuf:"fixed64,3,opt,name=signal_variance,json=signalVariance,proto3" json:"signal_variance,omitempty"`
+	Grid           []*Vector              `protobuf:"bytes,4,rep,name=grid,proto3" json:"grid,omitempty"`
+	Q              []*Vector              `protobuf:"bytes,5,rep,name=q,proto3" json:"q,omitempty"`
+	LogLam         []*Vector              `protobuf:"bytes,6,rep,name=log_lam,json=logLam,proto3" json:"log_lam,omitempty"`
+	Idx            []int32                `protobuf:"varint,7,rep,packed,name=idx,proto3" json:"idx,omitempty"`
+	LogLamP        []float64              `protobuf:"fixed64,8,rep,packed,name=log_lam_p,json=logLamP,proto3" json:"log_lam_p,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *GRIEFMap) Reset() {
+	*x = GRIEFMap{}
+	mi := &file_gpreduce_v1_types_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GRIEFMap) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GRIEFMap) ProtoMessage() {}
+
+func (x *GRIEFMap) ProtoReflect() protoreflect.Message {
+	mi := &file_gpreduce_v1_types_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GRIEFMap.ProtoReflect.Descriptor instead.
+func (*GRIEFMap) Descriptor() ([]byte, []int) {
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *GRIEFMap) GetKernel() string {
+	if x != nil {
+		return x.Kernel
+	}
+	return ""
+}
+
+func (x *GRIEFMap) GetLengthscales() []float64 {
+	if x != nil {
+		return x.Lengthscales
+	}
+	return nil
+}
+
+func (x *GRIEFMap) GetSignalVariance() float64 {
+	if x != nil {
+		return x.SignalVariance
+	}
+	return 0
+}
+
+func (x *GRIEFMap) GetGrid() []*Vector {
+	if x != nil {
+		return x.Grid
+	}
+	return nil
+}
+
+func (x *GRIEFMap) GetQ() []*Vector {
+	if x != nil {
+		return x.Q
+	}
+	return nil
+}
+
+func (x *GRIEFMap) GetLogLam() []*Vector {
+	if x != nil {
+		return x.LogLam
+	}
+	return nil
+}
+
+func (x *GRIEFMap) GetIdx() []int32 {
+	if x != nil {
+		return x.Idx
+	}
+	return nil
+}
+
+func (x *GRIEFMap) GetLogLamP() []float64 {
+	if x != nil {
+		return x.LogLamP
+	}
+	return nil
+}
+
 type MomentsTask struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -397,7 +502,7 @@ type MomentsTask struct {
 
 func (x *MomentsTask) Reset() {
 	*x = MomentsTask{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[5]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -409,7 +514,7 @@ func (x *MomentsTask) String() string {
 func (*MomentsTask) ProtoMessage() {}
 
 func (x *MomentsTask) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[5]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -422,20 +527,22 @@ func (x *MomentsTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MomentsTask.ProtoReflect.Descriptor instead.
 func (*MomentsTask) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{5}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{6}
 }
 
+// GramTask carries either a Gauss-Legendre map (gl) or a GP-GRIEF map (grief).
 type GramTask struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Gl            *GLMap                 `protobuf:"bytes,1,opt,name=gl,proto3" json:"gl,omitempty"`
 	Transform     *Transform             `protobuf:"bytes,2,opt,name=transform,proto3" json:"transform,omitempty"`
+	Grief         *GRIEFMap              `protobuf:"bytes,3,opt,name=grief,proto3" json:"grief,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GramTask) Reset() {
 	*x = GramTask{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[6]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -447,7 +554,7 @@ func (x *GramTask) String() string {
 func (*GramTask) ProtoMessage() {}
 
 func (x *GramTask) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[6]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -460,7 +567,7 @@ func (x *GramTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GramTask.ProtoReflect.Descriptor instead.
 func (*GramTask) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{6}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GramTask) GetGl() *GLMap {
@@ -477,6 +584,112 @@ func (x *GramTask) GetTransform() *Transform {
 	return nil
 }
 
+func (x *GramTask) GetGrief() *GRIEFMap {
+	if x != nil {
+		return x.Grief
+	}
+	return nil
+}
+
+// DistinctTask collects the sorted distinct values of each input column, at most cap+1 each.
+type DistinctTask struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Cap           int32                  `protobuf:"varint,1,opt,name=cap,proto3" json:"cap,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DistinctTask) Reset() {
+	*x = DistinctTask{}
+	mi := &file_gpreduce_v1_types_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DistinctTask) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DistinctTask) ProtoMessage() {}
+
+func (x *DistinctTask) ProtoReflect() protoreflect.Message {
+	mi := &file_gpreduce_v1_types_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DistinctTask.ProtoReflect.Descriptor instead.
+func (*DistinctTask) Descriptor() ([]byte, []int) {
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *DistinctTask) GetCap() int32 {
+	if x != nil {
+		return x.Cap
+	}
+	return 0
+}
+
+// SampleTask draws a bottom-k priority sample of raw rows; keys come from a PCG seeded by
+// (seed, shard index).
+type SampleTask struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	K             int32                  `protobuf:"varint,1,opt,name=k,proto3" json:"k,omitempty"`
+	Seed          uint64                 `protobuf:"varint,2,opt,name=seed,proto3" json:"seed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SampleTask) Reset() {
+	*x = SampleTask{}
+	mi := &file_gpreduce_v1_types_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SampleTask) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SampleTask) ProtoMessage() {}
+
+func (x *SampleTask) ProtoReflect() protoreflect.Message {
+	mi := &file_gpreduce_v1_types_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SampleTask.ProtoReflect.Descriptor instead.
+func (*SampleTask) Descriptor() ([]byte, []int) {
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SampleTask) GetK() int32 {
+	if x != nil {
+		return x.K
+	}
+	return 0
+}
+
+func (x *SampleTask) GetSeed() uint64 {
+	if x != nil {
+		return x.Seed
+	}
+	return 0
+}
+
 type RFFTask struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Rff           *RFFMap                `protobuf:"bytes,1,opt,name=rff,proto3" json:"rff,omitempty"`
@@ -489,7 +702,7 @@ type RFFTask struct {
 
 func (x *RFFTask) Reset() {
 	*x = RFFTask{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[7]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -501,7 +714,7 @@ func (x *RFFTask) String() string {
 func (*RFFTask) ProtoMessage() {}
 
 func (x *RFFTask) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[7]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -514,7 +727,7 @@ func (x *RFFTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RFFTask.ProtoReflect.Descriptor instead.
 func (*RFFTask) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{7}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RFFTask) GetRff() *RFFMap {
@@ -554,7 +767,7 @@ type RowsTask struct {
 
 func (x *RowsTask) Reset() {
 	*x = RowsTask{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[8]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -566,7 +779,7 @@ func (x *RowsTask) String() string {
 func (*RowsTask) ProtoMessage() {}
 
 func (x *RowsTask) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[8]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -579,7 +792,7 @@ func (x *RowsTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RowsTask.ProtoReflect.Descriptor instead.
 func (*RowsTask) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{8}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RowsTask) GetTransform() *Transform {
@@ -598,6 +811,8 @@ type Task struct {
 	//	*Task_Gram
 	//	*Task_Rff
 	//	*Task_Rows
+	//	*Task_Distinct
+	//	*Task_Sample
 	Kind          isTask_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -605,7 +820,7 @@ type Task struct {
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[9]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -617,7 +832,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[9]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -630,7 +845,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{9}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Task) GetKind() isTask_Kind {
@@ -676,6 +891,24 @@ func (x *Task) GetRows() *RowsTask {
 	return nil
 }
 
+func (x *Task) GetDistinct() *DistinctTask {
+	if x != nil {
+		if x, ok := x.Kind.(*Task_Distinct); ok {
+			return x.Distinct
+		}
+	}
+	return nil
+}
+
+func (x *Task) GetSample() *SampleTask {
+	if x != nil {
+		if x, ok := x.Kind.(*Task_Sample); ok {
+			return x.Sample
+		}
+	}
+	return nil
+}
+
 type isTask_Kind interface {
 	isTask_Kind()
 }
@@ -696,6 +929,14 @@ type Task_Rows struct {
 	Rows *RowsTask `protobuf:"bytes,4,opt,name=rows,proto3,oneof"`
 }
 
+type Task_Distinct struct {
+	Distinct *DistinctTask `protobuf:"bytes,5,opt,name=distinct,proto3,oneof"`
+}
+
+type Task_Sample struct {
+	Sample *SampleTask `protobuf:"bytes,6,opt,name=sample,proto3,oneof"`
+}
+
 func (*Task_Moments) isTask_Kind() {}
 
 func (*Task_Gram) isTask_Kind() {}
@@ -703,6 +944,10 @@ func (*Task_Gram) isTask_Kind() {}
 func (*Task_Rff) isTask_Kind() {}
 
 func (*Task_Rows) isTask_Kind() {}
+
+func (*Task_Distinct) isTask_Kind() {}
+
+func (*Task_Sample) isTask_Kind() {}
 
 type Gram struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -717,7 +962,7 @@ type Gram struct {
 
 func (x *Gram) Reset() {
 	*x = Gram{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[10]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -729,7 +974,7 @@ func (x *Gram) String() string {
 func (*Gram) ProtoMessage() {}
 
 func (x *Gram) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[10]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -742,7 +987,7 @@ func (x *Gram) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gram.ProtoReflect.Descriptor instead.
 func (*Gram) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{10}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Gram) GetS() int32 {
@@ -793,7 +1038,7 @@ type Moments struct {
 
 func (x *Moments) Reset() {
 	*x = Moments{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[11]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -805,7 +1050,7 @@ func (x *Moments) String() string {
 func (*Moments) ProtoMessage() {}
 
 func (x *Moments) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[11]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -818,7 +1063,7 @@ func (x *Moments) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Moments.ProtoReflect.Descriptor instead.
 func (*Moments) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{11}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Moments) GetN() int64 {
@@ -865,7 +1110,7 @@ type Vector struct {
 
 func (x *Vector) Reset() {
 	*x = Vector{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[12]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -877,7 +1122,7 @@ func (x *Vector) String() string {
 func (*Vector) ProtoMessage() {}
 
 func (x *Vector) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[12]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -890,7 +1135,7 @@ func (x *Vector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Vector.ProtoReflect.Descriptor instead.
 func (*Vector) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{12}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Vector) GetValues() []float64 {
@@ -910,7 +1155,7 @@ type Sum struct {
 
 func (x *Sum) Reset() {
 	*x = Sum{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[13]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -922,7 +1167,7 @@ func (x *Sum) String() string {
 func (*Sum) ProtoMessage() {}
 
 func (x *Sum) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[13]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -935,7 +1180,7 @@ func (x *Sum) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sum.ProtoReflect.Descriptor instead.
 func (*Sum) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{13}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Sum) GetParts() []*Vector {
@@ -963,7 +1208,7 @@ type Rows struct {
 
 func (x *Rows) Reset() {
 	*x = Rows{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[14]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -975,7 +1220,7 @@ func (x *Rows) String() string {
 func (*Rows) ProtoMessage() {}
 
 func (x *Rows) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[14]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -988,7 +1233,7 @@ func (x *Rows) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rows.ProtoReflect.Descriptor instead.
 func (*Rows) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{14}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Rows) GetD() int32 {
@@ -1012,6 +1257,138 @@ func (x *Rows) GetY() []float64 {
 	return nil
 }
 
+// Distinct holds the sorted distinct values of each column (one Vector per column), at most
+// cap+1 of them (cap+1 means "more than cap").
+type Distinct struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Cap           int32                  `protobuf:"varint,1,opt,name=cap,proto3" json:"cap,omitempty"`
+	Values        []*Vector              `protobuf:"bytes,2,rep,name=values,proto3" json:"values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Distinct) Reset() {
+	*x = Distinct{}
+	mi := &file_gpreduce_v1_types_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Distinct) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Distinct) ProtoMessage() {}
+
+func (x *Distinct) ProtoReflect() protoreflect.Message {
+	mi := &file_gpreduce_v1_types_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Distinct.ProtoReflect.Descriptor instead.
+func (*Distinct) Descriptor() ([]byte, []int) {
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *Distinct) GetCap() int32 {
+	if x != nil {
+		return x.Cap
+	}
+	return 0
+}
+
+func (x *Distinct) GetValues() []*Vector {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+// Sample is a bottom-k priority sample: the rows (x row-major with d columns, y) with the k
+// smallest keys, in key order.
+type Sample struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	K             int32                  `protobuf:"varint,1,opt,name=k,proto3" json:"k,omitempty"`
+	Keys          []float64              `protobuf:"fixed64,2,rep,packed,name=keys,proto3" json:"keys,omitempty"`
+	D             int32                  `protobuf:"varint,3,opt,name=d,proto3" json:"d,omitempty"`
+	X             []float64              `protobuf:"fixed64,4,rep,packed,name=x,proto3" json:"x,omitempty"`
+	Y             []float64              `protobuf:"fixed64,5,rep,packed,name=y,proto3" json:"y,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Sample) Reset() {
+	*x = Sample{}
+	mi := &file_gpreduce_v1_types_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Sample) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Sample) ProtoMessage() {}
+
+func (x *Sample) ProtoReflect() protoreflect.Message {
+	mi := &file_gpreduce_v1_types_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Sample.ProtoReflect.Descriptor instead.
+func (*Sample) Descriptor() ([]byte, []int) {
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *Sample) GetK() int32 {
+	if x != nil {
+		return x.K
+	}
+	return 0
+}
+
+func (x *Sample) GetKeys() []float64 {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *Sample) GetD() int32 {
+	if x != nil {
+		return x.D
+	}
+	return 0
+}
+
+func (x *Sample) GetX() []float64 {
+	if x != nil {
+		return x.X
+	}
+	return nil
+}
+
+func (x *Sample) GetY() []float64 {
+	if x != nil {
+		return x.Y
+	}
+	return nil
+}
+
 // Stats is a map step's result for one shard.
 type Stats struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1021,6 +1398,8 @@ type Stats struct {
 	//	*Stats_Moments
 	//	*Stats_Sum
 	//	*Stats_Rows
+	//	*Stats_Distinct
+	//	*Stats_Sample
 	Kind          isStats_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1028,7 +1407,7 @@ type Stats struct {
 
 func (x *Stats) Reset() {
 	*x = Stats{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[15]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1040,7 +1419,7 @@ func (x *Stats) String() string {
 func (*Stats) ProtoMessage() {}
 
 func (x *Stats) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[15]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1053,7 +1432,7 @@ func (x *Stats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stats.ProtoReflect.Descriptor instead.
 func (*Stats) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{15}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Stats) GetKind() isStats_Kind {
@@ -1099,6 +1478,24 @@ func (x *Stats) GetRows() *Rows {
 	return nil
 }
 
+func (x *Stats) GetDistinct() *Distinct {
+	if x != nil {
+		if x, ok := x.Kind.(*Stats_Distinct); ok {
+			return x.Distinct
+		}
+	}
+	return nil
+}
+
+func (x *Stats) GetSample() *Sample {
+	if x != nil {
+		if x, ok := x.Kind.(*Stats_Sample); ok {
+			return x.Sample
+		}
+	}
+	return nil
+}
+
 type isStats_Kind interface {
 	isStats_Kind()
 }
@@ -1119,6 +1516,14 @@ type Stats_Rows struct {
 	Rows *Rows `protobuf:"bytes,4,opt,name=rows,proto3,oneof"`
 }
 
+type Stats_Distinct struct {
+	Distinct *Distinct `protobuf:"bytes,5,opt,name=distinct,proto3,oneof"`
+}
+
+type Stats_Sample struct {
+	Sample *Sample `protobuf:"bytes,6,opt,name=sample,proto3,oneof"`
+}
+
 func (*Stats_Gram) isStats_Kind() {}
 
 func (*Stats_Moments) isStats_Kind() {}
@@ -1126,6 +1531,10 @@ func (*Stats_Moments) isStats_Kind() {}
 func (*Stats_Sum) isStats_Kind() {}
 
 func (*Stats_Rows) isStats_Kind() {}
+
+func (*Stats_Distinct) isStats_Kind() {}
+
+func (*Stats_Sample) isStats_Kind() {}
 
 var File_gpreduce_v1_types_proto protoreflect.FileDescriptor
 
@@ -1159,23 +1568,41 @@ const file_gpreduce_v1_types_proto_rawDesc = "" +
 	"\x06RFFMap\x12\x16\n" +
 	"\x06kernel\x18\x01 \x01(\tR\x06kernel\x12\f\n" +
 	"\x01d\x18\x02 \x01(\x05R\x01d\x12\x14\n" +
-	"\x05omega\x18\x03 \x03(\x01R\x05omega\"\r\n" +
-	"\vMomentsTask\"d\n" +
+	"\x05omega\x18\x03 \x03(\x01R\x05omega\"\x97\x02\n" +
+	"\bGRIEFMap\x12\x16\n" +
+	"\x06kernel\x18\x01 \x01(\tR\x06kernel\x12\"\n" +
+	"\flengthscales\x18\x02 \x03(\x01R\flengthscales\x12'\n" +
+	"\x0fsignal_variance\x18\x03 \x01(\x01R\x0esignalVariance\x12'\n" +
+	"\x04grid\x18\x04 \x03(\v2\x13.gpreduce.v1.VectorR\x04grid\x12!\n" +
+	"\x01q\x18\x05 \x03(\v2\x13.gpreduce.v1.VectorR\x01q\x12,\n" +
+	"\alog_lam\x18\x06 \x03(\v2\x13.gpreduce.v1.VectorR\x06logLam\x12\x10\n" +
+	"\x03idx\x18\a \x03(\x05R\x03idx\x12\x1a\n" +
+	"\tlog_lam_p\x18\b \x03(\x01R\alogLamP\"\r\n" +
+	"\vMomentsTask\"\x91\x01\n" +
 	"\bGramTask\x12\"\n" +
 	"\x02gl\x18\x01 \x01(\v2\x12.gpreduce.v1.GLMapR\x02gl\x124\n" +
-	"\ttransform\x18\x02 \x01(\v2\x16.gpreduce.v1.TransformR\ttransform\"\x9e\x01\n" +
+	"\ttransform\x18\x02 \x01(\v2\x16.gpreduce.v1.TransformR\ttransform\x12+\n" +
+	"\x05grief\x18\x03 \x01(\v2\x15.gpreduce.v1.GRIEFMapR\x05grief\" \n" +
+	"\fDistinctTask\x12\x10\n" +
+	"\x03cap\x18\x01 \x01(\x05R\x03cap\".\n" +
+	"\n" +
+	"SampleTask\x12\f\n" +
+	"\x01k\x18\x01 \x01(\x05R\x01k\x12\x12\n" +
+	"\x04seed\x18\x02 \x01(\x04R\x04seed\"\x9e\x01\n" +
 	"\aRFFTask\x12%\n" +
 	"\x03rff\x18\x01 \x01(\v2\x13.gpreduce.v1.RFFMapR\x03rff\x124\n" +
 	"\ttransform\x18\x02 \x01(\v2\x16.gpreduce.v1.TransformR\ttransform\x12\"\n" +
 	"\flengthscales\x18\x03 \x03(\x01R\flengthscales\x12\x12\n" +
 	"\x04grad\x18\x04 \x01(\bR\x04grad\"@\n" +
 	"\bRowsTask\x124\n" +
-	"\ttransform\x18\x01 \x01(\v2\x16.gpreduce.v1.TransformR\ttransform\"\xc8\x01\n" +
+	"\ttransform\x18\x01 \x01(\v2\x16.gpreduce.v1.TransformR\ttransform\"\xb4\x02\n" +
 	"\x04Task\x124\n" +
 	"\amoments\x18\x01 \x01(\v2\x18.gpreduce.v1.MomentsTaskH\x00R\amoments\x12+\n" +
 	"\x04gram\x18\x02 \x01(\v2\x15.gpreduce.v1.GramTaskH\x00R\x04gram\x12(\n" +
 	"\x03rff\x18\x03 \x01(\v2\x14.gpreduce.v1.RFFTaskH\x00R\x03rff\x12+\n" +
-	"\x04rows\x18\x04 \x01(\v2\x15.gpreduce.v1.RowsTaskH\x00R\x04rowsB\x06\n" +
+	"\x04rows\x18\x04 \x01(\v2\x15.gpreduce.v1.RowsTaskH\x00R\x04rows\x127\n" +
+	"\bdistinct\x18\x05 \x01(\v2\x19.gpreduce.v1.DistinctTaskH\x00R\bdistinct\x121\n" +
+	"\x06sample\x18\x06 \x01(\v2\x17.gpreduce.v1.SampleTaskH\x00R\x06sampleB\x06\n" +
 	"\x04kind\"N\n" +
 	"\x04Gram\x12\f\n" +
 	"\x01s\x18\x01 \x01(\x05R\x01s\x12\f\n" +
@@ -1197,12 +1624,23 @@ const file_gpreduce_v1_types_proto_rawDesc = "" +
 	"\x04Rows\x12\f\n" +
 	"\x01d\x18\x01 \x01(\x05R\x01d\x12\f\n" +
 	"\x01x\x18\x02 \x03(\x01R\x01x\x12\f\n" +
-	"\x01y\x18\x03 \x03(\x01R\x01y\"\xb9\x01\n" +
+	"\x01y\x18\x03 \x03(\x01R\x01y\"I\n" +
+	"\bDistinct\x12\x10\n" +
+	"\x03cap\x18\x01 \x01(\x05R\x03cap\x12+\n" +
+	"\x06values\x18\x02 \x03(\v2\x13.gpreduce.v1.VectorR\x06values\"T\n" +
+	"\x06Sample\x12\f\n" +
+	"\x01k\x18\x01 \x01(\x05R\x01k\x12\x12\n" +
+	"\x04keys\x18\x02 \x03(\x01R\x04keys\x12\f\n" +
+	"\x01d\x18\x03 \x01(\x05R\x01d\x12\f\n" +
+	"\x01x\x18\x04 \x03(\x01R\x01x\x12\f\n" +
+	"\x01y\x18\x05 \x03(\x01R\x01y\"\x9d\x02\n" +
 	"\x05Stats\x12'\n" +
 	"\x04gram\x18\x01 \x01(\v2\x11.gpreduce.v1.GramH\x00R\x04gram\x120\n" +
 	"\amoments\x18\x02 \x01(\v2\x14.gpreduce.v1.MomentsH\x00R\amoments\x12$\n" +
 	"\x03sum\x18\x03 \x01(\v2\x10.gpreduce.v1.SumH\x00R\x03sum\x12'\n" +
-	"\x04rows\x18\x04 \x01(\v2\x11.gpreduce.v1.RowsH\x00R\x04rowsB\x06\n" +
+	"\x04rows\x18\x04 \x01(\v2\x11.gpreduce.v1.RowsH\x00R\x04rows\x123\n" +
+	"\bdistinct\x18\x05 \x01(\v2\x15.gpreduce.v1.DistinctH\x00R\bdistinct\x12-\n" +
+	"\x06sample\x18\x06 \x01(\v2\x13.gpreduce.v1.SampleH\x00R\x06sampleB\x06\n" +
 	"\x04kindB;Z9github.com/gpreduce/gpreduce/proto/gpreduce/v1;gpreducev1b\x06proto3"
 
 var (
@@ -1217,45 +1655,59 @@ func file_gpreduce_v1_types_proto_rawDescGZIP() []byte {
 	return file_gpreduce_v1_types_proto_rawDescData
 }
 
-var file_gpreduce_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_gpreduce_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_gpreduce_v1_types_proto_goTypes = []any{
-	(*DataSource)(nil),  // 0: gpreduce.v1.DataSource
-	(*ShardRef)(nil),    // 1: gpreduce.v1.ShardRef
-	(*Transform)(nil),   // 2: gpreduce.v1.Transform
-	(*GLMap)(nil),       // 3: gpreduce.v1.GLMap
-	(*RFFMap)(nil),      // 4: gpreduce.v1.RFFMap
-	(*MomentsTask)(nil), // 5: gpreduce.v1.MomentsTask
-	(*GramTask)(nil),    // 6: gpreduce.v1.GramTask
-	(*RFFTask)(nil),     // 7: gpreduce.v1.RFFTask
-	(*RowsTask)(nil),    // 8: gpreduce.v1.RowsTask
-	(*Task)(nil),        // 9: gpreduce.v1.Task
-	(*Gram)(nil),        // 10: gpreduce.v1.Gram
-	(*Moments)(nil),     // 11: gpreduce.v1.Moments
-	(*Vector)(nil),      // 12: gpreduce.v1.Vector
-	(*Sum)(nil),         // 13: gpreduce.v1.Sum
-	(*Rows)(nil),        // 14: gpreduce.v1.Rows
-	(*Stats)(nil),       // 15: gpreduce.v1.Stats
+	(*DataSource)(nil),   // 0: gpreduce.v1.DataSource
+	(*ShardRef)(nil),     // 1: gpreduce.v1.ShardRef
+	(*Transform)(nil),    // 2: gpreduce.v1.Transform
+	(*GLMap)(nil),        // 3: gpreduce.v1.GLMap
+	(*RFFMap)(nil),       // 4: gpreduce.v1.RFFMap
+	(*GRIEFMap)(nil),     // 5: gpreduce.v1.GRIEFMap
+	(*MomentsTask)(nil),  // 6: gpreduce.v1.MomentsTask
+	(*GramTask)(nil),     // 7: gpreduce.v1.GramTask
+	(*DistinctTask)(nil), // 8: gpreduce.v1.DistinctTask
+	(*SampleTask)(nil),   // 9: gpreduce.v1.SampleTask
+	(*RFFTask)(nil),      // 10: gpreduce.v1.RFFTask
+	(*RowsTask)(nil),     // 11: gpreduce.v1.RowsTask
+	(*Task)(nil),         // 12: gpreduce.v1.Task
+	(*Gram)(nil),         // 13: gpreduce.v1.Gram
+	(*Moments)(nil),      // 14: gpreduce.v1.Moments
+	(*Vector)(nil),       // 15: gpreduce.v1.Vector
+	(*Sum)(nil),          // 16: gpreduce.v1.Sum
+	(*Rows)(nil),         // 17: gpreduce.v1.Rows
+	(*Distinct)(nil),     // 18: gpreduce.v1.Distinct
+	(*Sample)(nil),       // 19: gpreduce.v1.Sample
+	(*Stats)(nil),        // 20: gpreduce.v1.Stats
 }
 var file_gpreduce_v1_types_proto_depIdxs = []int32{
-	3,  // 0: gpreduce.v1.GramTask.gl:type_name -> gpreduce.v1.GLMap
-	2,  // 1: gpreduce.v1.GramTask.transform:type_name -> gpreduce.v1.Transform
-	4,  // 2: gpreduce.v1.RFFTask.rff:type_name -> gpreduce.v1.RFFMap
-	2,  // 3: gpreduce.v1.RFFTask.transform:type_name -> gpreduce.v1.Transform
-	2,  // 4: gpreduce.v1.RowsTask.transform:type_name -> gpreduce.v1.Transform
-	5,  // 5: gpreduce.v1.Task.moments:type_name -> gpreduce.v1.MomentsTask
-	6,  // 6: gpreduce.v1.Task.gram:type_name -> gpreduce.v1.GramTask
-	7,  // 7: gpreduce.v1.Task.rff:type_name -> gpreduce.v1.RFFTask
-	8,  // 8: gpreduce.v1.Task.rows:type_name -> gpreduce.v1.RowsTask
-	12, // 9: gpreduce.v1.Sum.parts:type_name -> gpreduce.v1.Vector
-	10, // 10: gpreduce.v1.Stats.gram:type_name -> gpreduce.v1.Gram
-	11, // 11: gpreduce.v1.Stats.moments:type_name -> gpreduce.v1.Moments
-	13, // 12: gpreduce.v1.Stats.sum:type_name -> gpreduce.v1.Sum
-	14, // 13: gpreduce.v1.Stats.rows:type_name -> gpreduce.v1.Rows
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	15, // 0: gpreduce.v1.GRIEFMap.grid:type_name -> gpreduce.v1.Vector
+	15, // 1: gpreduce.v1.GRIEFMap.q:type_name -> gpreduce.v1.Vector
+	15, // 2: gpreduce.v1.GRIEFMap.log_lam:type_name -> gpreduce.v1.Vector
+	3,  // 3: gpreduce.v1.GramTask.gl:type_name -> gpreduce.v1.GLMap
+	2,  // 4: gpreduce.v1.GramTask.transform:type_name -> gpreduce.v1.Transform
+	5,  // 5: gpreduce.v1.GramTask.grief:type_name -> gpreduce.v1.GRIEFMap
+	4,  // 6: gpreduce.v1.RFFTask.rff:type_name -> gpreduce.v1.RFFMap
+	2,  // 7: gpreduce.v1.RFFTask.transform:type_name -> gpreduce.v1.Transform
+	2,  // 8: gpreduce.v1.RowsTask.transform:type_name -> gpreduce.v1.Transform
+	6,  // 9: gpreduce.v1.Task.moments:type_name -> gpreduce.v1.MomentsTask
+	7,  // 10: gpreduce.v1.Task.gram:type_name -> gpreduce.v1.GramTask
+	10, // 11: gpreduce.v1.Task.rff:type_name -> gpreduce.v1.RFFTask
+	11, // 12: gpreduce.v1.Task.rows:type_name -> gpreduce.v1.RowsTask
+	8,  // 13: gpreduce.v1.Task.distinct:type_name -> gpreduce.v1.DistinctTask
+	9,  // 14: gpreduce.v1.Task.sample:type_name -> gpreduce.v1.SampleTask
+	15, // 15: gpreduce.v1.Sum.parts:type_name -> gpreduce.v1.Vector
+	15, // 16: gpreduce.v1.Distinct.values:type_name -> gpreduce.v1.Vector
+	13, // 17: gpreduce.v1.Stats.gram:type_name -> gpreduce.v1.Gram
+	14, // 18: gpreduce.v1.Stats.moments:type_name -> gpreduce.v1.Moments
+	16, // 19: gpreduce.v1.Stats.sum:type_name -> gpreduce.v1.Sum
+	17, // 20: gpreduce.v1.Stats.rows:type_name -> gpreduce.v1.Rows
+	18, // 21: gpreduce.v1.Stats.distinct:type_name -> gpreduce.v1.Distinct
+	19, // 22: gpreduce.v1.Stats.sample:type_name -> gpreduce.v1.Sample
+	23, // [23:23] is the sub-list for method output_type
+	23, // [23:23] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_gpreduce_v1_types_proto_init() }
@@ -1263,17 +1715,21 @@ func file_gpreduce_v1_types_proto_init() {
 	if File_gpreduce_v1_types_proto != nil {
 		return
 	}
-	file_gpreduce_v1_types_proto_msgTypes[9].OneofWrappers = []any{
+	file_gpreduce_v1_types_proto_msgTypes[12].OneofWrappers = []any{
 		(*Task_Moments)(nil),
 		(*Task_Gram)(nil),
 		(*Task_Rff)(nil),
 		(*Task_Rows)(nil),
+		(*Task_Distinct)(nil),
+		(*Task_Sample)(nil),
 	}
-	file_gpreduce_v1_types_proto_msgTypes[15].OneofWrappers = []any{
+	file_gpreduce_v1_types_proto_msgTypes[20].OneofWrappers = []any{
 		(*Stats_Gram)(nil),
 		(*Stats_Moments)(nil),
 		(*Stats_Sum)(nil),
 		(*Stats_Rows)(nil),
+		(*Stats_Distinct)(nil),
+		(*Stats_Sample)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1281,7 +1737,7 @@ func file_gpreduce_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gpreduce_v1_types_proto_rawDesc), len(file_gpreduce_v1_types_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,489 @@
+package features
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/gpreduce/gpreduce/internal/kernel"
+)
+
+// TestTopProductsBruteForce: Algorithm 1 returns the multiset of the p largest of all prod m_i
+// log-eigenvalue sums, with distinct valid index tuples whose sums are the returned values.
+func TestTopProductsBruteForce(t *testing.T) {
+	tests := []struct {
+		name string
+		ms   []int
+		ties bool
+	}{
+		{"d1", []int{7}, false},
+		{"d2 uneven", []int{5, 3}, false},
+		{"d2 ties", []int{4, 6}, true},
+		{"d3 uneven", []int{2, 7, 4}, false},
+		{"d3 ties", []int{3, 3, 3}, true},
+		{"d4 uneven", []int{3, 1, 5, 2}, false},
+		{"d4 ties", []int{2, 4, 3, 4}, true},
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := len(tc.ms)
+			logLam := make([][]float64, d)
+			total := 1
+			for i, m := range tc.ms {
+				logLam[i] = make([]float64, m)
+				for j := range logLam[i] {
+					if tc.ties {
+						logLam[i][j] = math.Log(float64(1 + rng.IntN(3))) // few levels: many ties
+					} else {
+						logLam[i][j] = math.Log(rng.Float64()*10 + 1e-3)
+					}
+				}
+				slices.Sort(logLam[i])
+				slices.Reverse(logLam[i])
+				total *= m
+			}
+			// Brute force: every product, summed in dimension order like the algorithm.
+			all := make([]float64, 0, total)
+			tuple := make([]int, d)
+			for n := 0; n < total; n++ {
+				var s float64
+				for i := 0; i < d; i++ {
+					s += logLam[i][tuple[i]]
+				}
+				all = append(all, s)
+				for i := d - 1; i >= 0; i-- {
+					tuple[i]++
+					if tuple[i] < tc.ms[i] {
+						break
+					}
+					tuple[i] = 0
+				}
+			}
+			slices.Sort(all)
+			slices.Reverse(all)
+			for _, p := range []int{1, 2, 5, total - 1, total, total + 3} {
+				if p < 1 {
+					continue
+				}
+				idx, lp := topProducts(logLam, p)
+				want := min(p, total)
+				if len(lp) != want || len(idx) != want*d {
+					t.Fatalf("p=%d: %d values and %d indices, want %d values", p, len(lp), len(idx), want)
+				}
+				seen := map[string]bool{}
+				for k := 0; k < want; k++ {
+					var s float64
+					key := ""
+					for i := 0; i < d; i++ {
+						j := idx[k*d+i]
+						if j < 0 || j >= tc.ms[i] {
+							t.Fatalf("p=%d: index %d out of range in dimension %d", p, j, i)
+						}
+						s += logLam[i][j]
+						key += string(rune('a' + j))
+					}
+					if seen[key] {
+						t.Fatalf("p=%d: tuple %q selected twice", p, key)
+					}
+					seen[key] = true
+					if math.Abs(s-lp[k]) > 1e-12 {
+						t.Fatalf("p=%d: value %d is %v but its tuple sums to %v", p, k, lp[k], s)
+					}
+					if k > 0 && lp[k] > lp[k-1] {
+						t.Fatalf("p=%d: not descending at %d", p, k)
+					}
+				}
+				got := slices.Clone(lp)
+				for k := range got {
+					if math.Abs(got[k]-all[k]) > 1e-12 {
+						t.Fatalf("p=%d: value %d is %v, brute force %v", p, k, got[k], all[k])
+					}
+				}
+			}
+		})
+	}
+}
+
+// denseKron returns the Kronecker product of row-major square matrices (last factor fastest).
+func denseKron(ms [][]float64) (*mat.Dense, int) {
+	out := mat.NewDense(1, 1, []float64{1})
+	n := 1
+	for _, q := range ms {
+		m := int(math.Round(math.Sqrt(float64(len(q)))))
+		var k mat.Dense
+		k.Kronecker(out, mat.NewDense(m, m, q))
+		out = &k
+		n *= m
+	}
+	return out, n
+}
+
+// griefDense returns K_XU (n x m) for the product kernel on the full grid, in the Kronecker
+// order of the grid (last dimension fastest), and the flat grid index of each selected tuple.
+func griefDense(g *GRIEF, x []float64, n int) (*mat.Dense, []int) {
+	d := g.Dim()
+	c := math.Pow(g.SignalVariance, 1/float64(d))
+	m := 1
+	for _, ax := range g.Grid {
+		m *= len(ax)
+	}
+	kxu := mat.NewDense(n, m, nil)
+	tuple := make([]int, d)
+	for u := 0; u < m; u++ {
+		for j := 0; j < n; j++ {
+			v := 1.0
+			for i := 0; i < d; i++ {
+				v *= newKernel1(g.Family, g.Lengthscales[i], c).eval(x[j*d+i], g.Grid[i][tuple[i]])
+			}
+			kxu.Set(j, u, v)
+		}
+		for i := d - 1; i >= 0; i-- {
+			tuple[i]++
+			if tuple[i] < len(g.Grid[i]) {
+				break
+			}
+			tuple[i] = 0
+		}
+	}
+	sel := make([]int, g.NumFeatures())
+	for k := range sel {
+		f := 0
+		for i := 0; i < d; i++ {
+			f = f*len(g.Grid[i]) + g.Idx[k*d+i]
+		}
+		sel[k] = f
+	}
+	return kxu, sel
+}
+
+func randomGrid(rng *rand.Rand, ms []int) [][]float64 {
+	grid := make([][]float64, len(ms))
+	for i, m := range ms {
+		grid[i] = make([]float64, m)
+		for j := range grid[i] {
+			grid[i][j] = -1.5 + 3*float64(j)/float64(max(m-1, 1)) + 0.05*rng.Float64()
+		}
+	}
+	return grid
+}
+
+func randomInputs(rng *rand.Rand, n, d int) []float64 {
+	x := make([]float64, n*d)
+	for j := range x {
+		x[j] = 4*rng.Float64() - 2
+	}
+	return x
+}
+
+// TestGRIEFTheorem2: MapBlock equals the dense K_XU Q S_p^T Lambda_p^{-1/2} built from the full
+// Kronecker product.
+func TestGRIEFTheorem2(t *testing.T) {
+	tests := []struct {
+		name string
+		fam  kernel.Family
+		ls   []float64
+		ms   []int
+		p    int
+	}{
+		{"rbf d1", kernel.RBF, []float64{0.7}, []int{6}, 4},
+		{"rbf d2", kernel.RBF, []float64{0.8, 1.3}, []int{5, 4}, 9},
+		{"matern32 d3", kernel.Matern32, []float64{0.9, 0.6, 1.5}, []int{3, 4, 2}, 11},
+		{"matern12 d2", kernel.Matern12, []float64{1.1, 0.5}, []int{4, 3}, 12},
+		{"matern52 d3 p>m", kernel.Matern52, []float64{1, 1, 1}, []int{2, 3, 2}, 100},
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := len(tc.ls)
+			g, err := NewGRIEF(tc.fam, tc.ls, 1.7, randomGrid(rng, tc.ms), tc.p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := g.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			n, p := 9, g.NumFeatures()
+			x := randomInputs(rng, n, d)
+			got := make([]float64, n*p)
+			g.MapBlock(x, n, got)
+			kxu, sel := griefDense(g, x, n)
+			Q, _ := denseKron(g.Q)
+			var kq mat.Dense
+			kq.Mul(kxu, Q)
+			for j := 0; j < n; j++ {
+				row := make([]float64, p)
+				g.Map(x[j*d:(j+1)*d], row)
+				for k := 0; k < p; k++ {
+					want := kq.At(j, sel[k]) * math.Exp(-0.5*g.LogLamP[k])
+					if math.Abs(got[j*p+k]-want) > 1e-10*(1+math.Abs(want)) {
+						t.Fatalf("phi_%d(x_%d) = %v, dense %v", k, j, got[j*p+k], want)
+					}
+					if row[k] != got[j*p+k] {
+						t.Fatalf("Map and MapBlock differ at (%d, %d)", j, k)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestGRIEFNystrom: with p = m the GRIEF kernel Phi Phi^T is the Nystrom kernel
+// K_XU K_UU^-1 K_UX of the product kernel (which for RBF is the ARD RBF of package kernel).
+func TestGRIEFNystrom(t *testing.T) {
+	tests := []struct {
+		name string
+		fam  kernel.Family
+		ls   []float64
+		ms   []int
+	}{
+		{"rbf d2", kernel.RBF, []float64{1.2, 0.9}, []int{4, 3}},
+		{"rbf d3", kernel.RBF, []float64{1.5, 1.1, 2}, []int{3, 2, 3}},
+		{"matern32 d2", kernel.Matern32, []float64{0.8, 1.4}, []int{4, 4}},
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := len(tc.ls)
+			m := 1
+			for _, v := range tc.ms {
+				m *= v
+			}
+			sf2 := 2.3
+			grid := randomGrid(rng, tc.ms)
+			g, err := NewGRIEF(tc.fam, tc.ls, sf2, grid, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g.NumFeatures() != m {
+				t.Fatalf("p = %d, want %d", g.NumFeatures(), m)
+			}
+			n := 7
+			x := randomInputs(rng, n, d)
+			phi := make([]float64, n*m)
+			g.MapBlock(x, n, phi)
+			var approx mat.Dense
+			P := mat.NewDense(n, m, phi)
+			approx.Mul(P, P.T())
+
+			// The grid points, flattened in Kronecker order.
+			pts := make([][]float64, m)
+			tuple := make([]int, d)
+			for u := range pts {
+				pts[u] = make([]float64, d)
+				for i := range tuple {
+					pts[u][i] = grid[i][tuple[i]]
+				}
+				for i := d - 1; i >= 0; i-- {
+					tuple[i]++
+					if tuple[i] < tc.ms[i] {
+						break
+					}
+					tuple[i] = 0
+				}
+			}
+			kfun := func(a, b []float64) float64 {
+				if tc.fam == kernel.RBF { // the product form equals ARD RBF
+					return kernel.Kernel{Family: kernel.RBF, Lengthscales: tc.ls, SignalVariance: sf2}.Eval(a, b)
+				}
+				v := sf2
+				for i := range a {
+					v *= kernel.Kernel{Family: tc.fam, Lengthscales: tc.ls[i : i+1], SignalVariance: 1}.Eval(a[i:i+1], b[i:i+1])
+				}
+				return v
+			}
+			kuu := mat.NewSymDense(m, nil)
+			for a := 0; a < m; a++ {
+				for b := a; b < m; b++ {
+					kuu.SetSym(a, b, kfun(pts[a], pts[b]))
+				}
+			}
+			kxu := mat.NewDense(n, m, nil)
+			for j := 0; j < n; j++ {
+				for u := 0; u < m; u++ {
+					kxu.Set(j, u, kfun(x[j*d:(j+1)*d], pts[u]))
+				}
+			}
+			var ch mat.Cholesky
+			if !ch.Factorize(kuu) {
+				t.Fatal("K_UU not positive definite")
+			}
+			var sol, nys mat.Dense
+			if err := ch.SolveTo(&sol, kxu.T()); err != nil {
+				t.Fatal(err)
+			}
+			nys.Mul(kxu, &sol)
+			var diff mat.Dense
+			diff.Sub(&approx, &nys)
+			rel := mat.Norm(&diff, 2) / mat.Norm(&nys, 2)
+			t.Logf("relative difference %.3g", rel)
+			if rel > 1e-8 {
+				t.Fatalf("GRIEF kernel differs from Nystrom by %v relative", rel)
+			}
+		})
+	}
+}
+
+// TestGRIEFHighDimStable: with many dimensions the products of d factors would underflow, but the
+// log form keeps the features finite and non-trivial.
+func TestGRIEFHighDimStable(t *testing.T) {
+	d := 40
+	ls := make([]float64, d)
+	for i := range ls {
+		ls[i] = 0.8 + 0.01*float64(i)
+	}
+	ms := make([]int, d)
+	for i := range ms {
+		ms[i] = 10
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	g, err := NewGRIEF(kernel.RBF, ls, 1, randomGrid(rng, ms), 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 5
+	x := randomInputs(rng, n, d)
+	phi := make([]float64, n*200)
+	g.MapBlock(x, n, phi)
+	var nz int
+	for _, v := range phi {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			t.Fatalf("feature %v", v)
+		}
+		if v != 0 {
+			nz++
+		}
+	}
+	if nz < len(phi)/2 {
+		t.Fatalf("only %d of %d features are non-zero", nz, len(phi))
+	}
+}
+
+func TestGRIEFGrid(t *testing.T) {
+	tests := []struct {
+		name     string
+		min, max []float64
+		distinct [][]float64
+		mbar     int
+		want     [][]float64
+	}{
+		{"categorical", []float64{0}, []float64{1}, [][]float64{{0, 1}}, 4, [][]float64{{0, 1}}},
+		{"exactly mbar values", []float64{1}, []float64{7}, [][]float64{{1, 2, 7}}, 3, [][]float64{{1, 2, 7}}},
+		{"continuous", []float64{-1}, []float64{2}, [][]float64{{-1, 0, 0.5, 2}}, 3, [][]float64{{-1, 0.5, 2}}},
+		{"constant", []float64{3}, []float64{3}, [][]float64{{3}}, 5, [][]float64{{3}}},
+		{"mixed", []float64{0, 0}, []float64{4, 1}, [][]float64{{0, 1, 2, 3, 4, 5}, {0, 1}}, 5, [][]float64{{0, 1, 2, 3, 4}, {0, 1}}},
+		{"mbar 1", []float64{0}, []float64{4}, [][]float64{{0, 1}}, 1, [][]float64{{2}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := GRIEFGrid(tc.min, tc.max, tc.distinct, tc.mbar)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+			for i := range got {
+				if !slices.Equal(got[i], tc.want[i]) {
+					t.Fatalf("axis %d = %v, want %v", i, got[i], tc.want[i])
+				}
+			}
+		})
+	}
+}
+
+func TestGRIEFErrors(t *testing.T) {
+	good := [][]float64{{0, 1}, {0, 0.5, 1}}
+	tests := []struct {
+		name string
+		f    kernel.Family
+		ls   []float64
+		sf2  float64
+		grid [][]float64
+		p    int
+		want string
+	}{
+		{"p zero", kernel.RBF, []float64{1, 1}, 1, good, 0, "p = 0"},
+		{"empty grid axis", kernel.RBF, []float64{1, 1}, 1, [][]float64{{0, 1}, {}}, 3, "empty"},
+		{"no grid", kernel.RBF, []float64{1, 1}, 1, nil, 3, "grid axes"},
+		{"bad lengthscale", kernel.RBF, []float64{1, -1}, 1, good, 3, "lengthscale"},
+		{"inf lengthscale", kernel.RBF, []float64{math.Inf(1), 1}, 1, good, 3, "lengthscale"},
+		{"no lengthscales", kernel.RBF, nil, 1, nil, 3, "lengthscales"},
+		{"bad signal variance", kernel.RBF, []float64{1, 1}, 0, good, 3, "signal variance"},
+		{"bad family", kernel.Family(9), []float64{1, 1}, 1, good, 3, "family"},
+		{"repeated point", kernel.RBF, []float64{1, 1}, 1, [][]float64{{0, 1, 0}, {0}}, 3, "repeats"},
+		{"nan point", kernel.RBF, []float64{1, 1}, 1, [][]float64{{0, math.NaN()}, {0}}, 3, "finite"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := NewGRIEF(tc.f, tc.ls, tc.sf2, tc.grid, tc.p)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+	gridErrs := []struct {
+		name     string
+		min, max []float64
+		distinct [][]float64
+		mbar     int
+	}{
+		{"no columns", nil, nil, nil, 3},
+		{"length mismatch", []float64{0}, []float64{1, 2}, [][]float64{{0}}, 3},
+		{"mbar zero", []float64{0}, []float64{1}, [][]float64{{0, 1}}, 0},
+		{"no values", []float64{0}, []float64{1}, [][]float64{{}}, 3},
+		{"min above max", []float64{2}, []float64{1}, [][]float64{{1, 2}}, 3},
+		{"unsorted", []float64{0}, []float64{1}, [][]float64{{1, 0}}, 3},
+		{"infinite bound", []float64{math.Inf(-1)}, []float64{1}, [][]float64{{0, 1, 2, 3}}, 3},
+	}
+	for _, tc := range gridErrs {
+		t.Run("grid "+tc.name, func(t *testing.T) {
+			if _, err := GRIEFGrid(tc.min, tc.max, tc.distinct, tc.mbar); err == nil {
+				t.Fatal("accepted")
+			}
+		})
+	}
+}
+
+func TestGRIEFValidate(t *testing.T) {
+	mk := func() *GRIEF {
+		g, err := NewGRIEF(kernel.Matern52, []float64{1, 2}, 1.5, [][]float64{{0, 1, 2}, {0, 1}}, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	if err := mk().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		spoil func(g *GRIEF)
+	}{
+		{"family", func(g *GRIEF) { g.Family = 17 }},
+		{"lengthscale", func(g *GRIEF) { g.Lengthscales[0] = 0 }},
+		{"signal variance", func(g *GRIEF) { g.SignalVariance = math.NaN() }},
+		{"grid axes", func(g *GRIEF) { g.Grid = g.Grid[:1] }},
+		{"q shape", func(g *GRIEF) { g.Q[0] = g.Q[0][:4] }},
+		{"loglam shape", func(g *GRIEF) { g.LogLam[1] = nil }},
+		{"q nan", func(g *GRIEF) { g.Q[1][0] = math.NaN() }},
+		{"no features", func(g *GRIEF) { g.LogLamP, g.Idx = nil, nil }},
+		{"idx shape", func(g *GRIEF) { g.Idx = g.Idx[:3] }},
+		{"idx range", func(g *GRIEF) { g.Idx[1] = 2 }},
+		{"idx negative", func(g *GRIEF) { g.Idx[0] = -1 }},
+		{"order", func(g *GRIEF) { g.LogLamP[1] = g.LogLamP[0] + 1 }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			g := mk()
+			tc.spoil(g)
+			if err := g.Validate(); err == nil {
+				t.Fatal("accepted")
+			}
+		})
+	}
+}

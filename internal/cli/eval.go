@@ -100,13 +100,16 @@ type specFlags struct {
 	maxIter, features, maxFeat int
 	nodes, glBox               string
 	exactMax                   int
+	inference                  string
+	grid, eigenfunctions       int
+	samples                    int
 }
 
 func (f *specFlags) register(cmd *cobra.Command, defMethod string) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.method, "method", defMethod, "training method: gl, rff or exact")
+	fl.StringVar(&f.method, "method", defMethod, "training method: gl, rff, exact or grief")
 	fl.StringVar(&f.kernel, "kernel", "rbf", "kernel: rbf, matern12, matern32, matern52")
-	fl.Uint64Var(&f.seed, "seed", 0, "seed of every random draw (rff frequencies)")
+	fl.Uint64Var(&f.seed, "seed", 0, "seed of every random draw (rff frequencies, grief subsample and MALA chain)")
 	fl.StringVar(&f.ls, "lengthscale-bounds", "", "LO,HI bounds on lengthscales, standardized units (default 0.1,2)")
 	fl.StringVar(&f.sf2, "signal-variance-bounds", "", "LO,HI bounds on the signal variance, standardized units (default 0.05,20)")
 	fl.StringVar(&f.sn2, "noise-variance-bounds", "", "LO,HI bounds on the noise variance, standardized units (default 1e-4,2)")
@@ -116,11 +119,16 @@ func (f *specFlags) register(cmd *cobra.Command, defMethod string) {
 	fl.StringVar(&f.nodes, "nodes-per-dim", "", "gl: quadrature nodes per input column, comma-separated (default: automatic)")
 	fl.StringVar(&f.glBox, "gl-box", "", "gl: frequency box half-widths U per input column, comma-separated (default: automatic)")
 	fl.IntVar(&f.exactMax, "exact-max-rows", train.DefaultExactMaxRows, "exact: refuse more training rows than this")
+	fl.StringVar(&f.inference, "inference", "", "grief: type2 (maximum marginal likelihood over the weights and noise; default) or type1 (MALA sampling)")
+	fl.IntVar(&f.grid, "grid", 0, fmt.Sprintf("grief: inducing grid points per input column, m_bar (default %d)", train.DefaultGRIEFGrid))
+	fl.IntVar(&f.eigenfunctions, "eigenfunctions", 0, fmt.Sprintf("grief: number of eigenfunctions p (default %d, at most the grid size)", train.DefaultGRIEFEigenfunctions))
+	fl.IntVar(&f.samples, "samples", 0, fmt.Sprintf("grief type1: retained MALA samples (default %d: 10000 iterations, burn-in 1000, thinning 50)", train.DefaultGRIEFSamples))
 }
 
 func (f *specFlags) spec() (train.Spec, error) {
 	s := train.DefaultSpec(f.method)
 	s.Kernel, s.Seed, s.MaxIter, s.Features, s.MaxFeatures, s.ExactMaxRows = f.kernel, f.seed, f.maxIter, f.features, f.maxFeat, f.exactMax
+	s.Inference, s.Grid, s.Eigenfunctions, s.Samples = f.inference, f.grid, f.eigenfunctions, f.samples
 	for _, b := range []struct {
 		flag string
 		val  string

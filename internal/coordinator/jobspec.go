@@ -69,6 +69,7 @@ func planFromSpec(js *pb.JobSpec) (jobPlan, error) {
 	}{
 		{"features", js.GetFeatures()}, {"max_features", js.GetMaxFeatures()}, {"exact_max_rows", js.GetExactMaxRows()},
 		{"shards", js.GetShards()}, {"shard_timeout_seconds", js.GetShardTimeoutSeconds()},
+		{"grid", js.GetGrid()}, {"eigenfunctions", js.GetEigenfunctions()}, {"samples", js.GetSamples()},
 	} {
 		if f.v < 0 {
 			return jobPlan{}, specError(f.field, "%d is negative; give a positive number, or 0 for the default", f.v)
@@ -77,6 +78,10 @@ func planFromSpec(js *pb.JobSpec) (jobPlan, error) {
 	s.Features = int(js.GetFeatures())
 	s.MaxFeatures = int(js.GetMaxFeatures())
 	s.ExactMaxRows = int(js.GetExactMaxRows())
+	s.Inference = strings.TrimSpace(js.GetInference())
+	s.Grid = int(js.GetGrid())
+	s.Eigenfunctions = int(js.GetEigenfunctions())
+	s.Samples = int(js.GetSamples())
 	for _, v := range js.GetNodesPerDim() {
 		s.NodesPerDim = append(s.NodesPerDim, int(v))
 	}
@@ -171,6 +176,10 @@ func specFromPlan(p jobPlan) *pb.JobSpec {
 		GlBox:                s.GLBox,
 		MaxFeatures:          int32(s.MaxFeatures),
 		ExactMaxRows:         int32(s.ExactMaxRows),
+		Inference:            s.Inference,
+		Grid:                 int32(s.Grid),
+		Eigenfunctions:       int32(s.Eigenfunctions),
+		Samples:              int32(s.Samples),
 		Data: &pb.DataSource{
 			Uri: p.Source.URI, Format: p.Source.Format, Split: int32(p.Source.Split),
 			Header: p.Source.Header, Target: p.Source.Target, Columns: p.Source.Columns,

@@ -116,6 +116,36 @@ func (e *encoder) model(m *Model) {
 		e.floats(x.Alpha)
 		e.floats(x.R)
 	}
+	// GRIEF comes last and is present only in GRIEF models, so models written before it existed
+	// (which end here) still decode.
+	if g := m.GRIEF; g != nil {
+		e.bool(true)
+		e.floats(g.Lengthscales)
+		e.float(g.SignalVariance)
+		e.floatss(g.Grid)
+		e.floatss(g.Q)
+		e.floatss(g.LogLam)
+		e.ints(g.Idx)
+		e.floats(g.LogLamP)
+		e.bool(m.GRIEFPost != nil)
+		if q := m.GRIEFPost; q != nil {
+			e.str(q.Inference)
+			e.floats(q.Beta)
+			e.floats(q.C)
+			e.floats(q.W)
+			e.int(q.Samples)
+		}
+	} else if m.GRIEFPost != nil {
+		e.bool(false)
+		e.err = errors.New("GRIEF posterior without a GRIEF map")
+	}
+}
+
+func (e *encoder) floatss(v [][]float64) {
+	e.int(len(v))
+	for _, x := range v {
+		e.floats(x)
+	}
 }
 
 // decoder reads what encoder wrote. Every length is checked against the bytes that remain,
@@ -212,6 +242,18 @@ func (d *decoder) ints() []int {
 	return v
 }
 
+func (d *decoder) floatss() [][]float64 {
+	n := d.length(8)
+	if d.err != nil || n == 0 {
+		return nil
+	}
+	v := make([][]float64, n)
+	for i := range v {
+		v[i] = d.floats()
+	}
+	return v
+}
+
 func (d *decoder) strs() []string {
 	n := d.length(8)
 	if d.err != nil || n == 0 {
@@ -269,6 +311,26 @@ func (d *decoder) model() *Model {
 		x.Alpha = d.floats()
 		x.R = d.floats()
 		m.Exact = x
+	}
+	if d.err == nil && len(d.b) != 0 && d.bool() {
+		g := &GRIEFParams{}
+		g.Lengthscales = d.floats()
+		g.SignalVariance = d.float()
+		g.Grid = d.floatss()
+		g.Q = d.floatss()
+		g.LogLam = d.floatss()
+		g.Idx = d.ints()
+		g.LogLamP = d.floats()
+		m.GRIEF = g
+		if d.bool() {
+			q := &GRIEFPost{}
+			q.Inference = d.str()
+			q.Beta = d.floats()
+			q.C = d.floats()
+			q.W = d.floats()
+			q.Samples = d.int()
+			m.GRIEFPost = q
+		}
 	}
 	if d.err == nil && len(d.b) != 0 {
 		d.err = fmt.Errorf("%w: %d bytes after the end of the model", errTruncated, len(d.b))

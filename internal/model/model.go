@@ -41,9 +41,37 @@ type RFFParams struct {
 	Features int
 }
 
+// GRIEFParams fixes a GP-GRIEF eigenfunction map (digest 001 §1): the base product kernel's
+// lengthscales and signal variance (standardized units; the family is Model.Kernel), the
+// inducing grid per dimension, each dimension's eigenvectors (row-major m_i x m_i) and log
+// eigenvalues, the selected index tuples Idx (p x d, row-major) and their log eigenvalues.
+type GRIEFParams struct {
+	Lengthscales   []float64
+	SignalVariance float64
+	Grid           [][]float64
+	Q              [][]float64
+	LogLam         [][]float64
+	Idx            []int
+	LogLamP        []float64
+}
+
+// GRIEFPost is the GP-GRIEF posterior over the p eigenfunctions phi(x) (digest 001 §2.5):
+// latent mean phi(x) Beta and latent variance phi(x) C phi(x)^T, C row-major p x p. Type-II:
+// Beta = V~ Sigma~^-1 (w .* r~ ./ (w + s2)) and C = V~ Sigma~^-1 diag(s2 w/(w + s2)) Sigma~^-1 V~^T;
+// type-I: Beta and the s2-independent part averaged over the MALA samples, C the mixture
+// (mean of the per-sample C plus the covariance of the per-sample Beta). W holds the
+// transformed-basis weights (type-II: the optimum; type-I: the sample mean of w).
+type GRIEFPost struct {
+	Inference string // type1 or type2
+	Beta      []float64
+	C         []float64
+	W         []float64
+	Samples   int // type1: retained MALA samples
+}
+
 // Model is a trained GP regression model. Hyper is in standardized units (inputs and target
 // scaled by Transform); Original converts. Exactly one of the posterior groups is set:
-// Features with GL or RFF, or Exact.
+// Features with GL or RFF, Exact, or GRIEFPost with GRIEF.
 type Model struct {
 	Version    int
 	Method     string
@@ -62,6 +90,59 @@ type Model struct {
 	RFF      *RFFParams
 	Features *solver.FeaturePredictor
 	Exact    *solver.ExactPredictor
+
+	GRIEF     *GRIEFParams
+	GRIEFPost *GRIEFPost
+}
+
+// GRIEFMap rebuilds the model's GRIEF feature map and validates it.
+func (m *Model) GRIEFMap() (*features.GRIEF, error) {
+	if m.GRIEF == nil {
+		return nil, fmt.Errorf("model has no GRIEF map")
+	}
+	fam, err := kernel.ParseFamily(m.Kernel)
+	if err != nil {
+		return nil, err
+	}
+	g := &features.GRIEF{
+		Family: fam, Lengthscales: m.GRIEF.Lengthscales, SignalVariance: m.GRIEF.SignalVariance,
+		Grid: m.GRIEF.Grid, Q: m.GRIEF.Q, LogLam: m.GRIEF.LogLam, Idx: m.GRIEF.Idx, LogLamP: m.GRIEF.LogLamP,
+	}
+	if err := g.Validate(); err != nil {
+		return nil, fmt.Errorf("GRIEF map: %w", err)
+	}
+	return g, nil
+}
+
+// Predict writes the latent mean and variance of the GRIEF posterior for rows feature
+// rows z (rows x p, row-major): mean = z Beta, var = max(0, z C z^T) row by row.
+func (q *GRIEFPost) Predict(z []float64, rows int, mean, latentVar []float64) {
+	p := len(q.Beta)
+	zc := make([]float64, p)
+	for i := 0; i < rows; i++ {
+		zi := z[i*p : (i+1)*p]
+		var mu float64
+		for j, v := range zi {
+			mu += v * q.Beta[j]
+		}
+		mean[i] = mu
+		// zc = z_i C (C symmetric), then var = zc . z_i.
+		clear(zc)
+		for j, v := range zi {
+			if v == 0 {
+				continue
+			}
+			cj := q.C[j*p : (j+1)*p]
+			for k := range zc {
+				zc[k] += v * cj[k]
+			}
+		}
+		var vr float64
+		for k, v := range zi {
+			vr += zc[k] * v
+		}
+		latentVar[i] = math.Max(0, vr)
+	}
 }
 
 // Original returns the hyperparameters in the original units of the data:
@@ -118,6 +199,13 @@ func (m *Model) Predict(x []float64, rows int) (Prediction, error) {
 		ls := m.Hyper.Lengthscales
 		fm = func(x []float64, rows int, dst []float64) { r.MapBlock(ls, x, rows, dst) }
 		z = make([]float64, min(rows, predictBlock)*m.RFF.Features)
+	case m.GRIEF != nil:
+		g, err := m.GRIEFMap()
+		if err != nil {
+			return Prediction{}, fmt.Errorf("predict: %w", err)
+		}
+		fm = g.MapBlock
+		z = make([]float64, min(rows, predictBlock)*g.NumFeatures())
 	}
 	for lo := 0; lo < rows; lo += predictBlock {
 		hi := min(rows, lo+predictBlock)
@@ -129,7 +217,11 @@ func (m *Model) Predict(x []float64, rows int) (Prediction, error) {
 		switch {
 		case fm != nil:
 			fm(xs[:n*m.D], n, z)
-			m.Features.Predict(z, n, mean, lv)
+			if m.GRIEFPost != nil {
+				m.GRIEFPost.Predict(z, n, mean, lv)
+			} else {
+				m.Features.Predict(z, n, mean, lv)
+			}
 		case m.Exact != nil:
 			m.Exact.Predict(xs[:n*m.D], mean, lv)
 		default:
@@ -272,6 +364,41 @@ func (m *Model) Validate() error {
 		}
 		if !(m.Exact.Noise > 0) {
 			return fmt.Errorf("exact posterior: noise variance %v", m.Exact.Noise)
+		}
+	}
+	if (m.GRIEF != nil) != (m.GRIEFPost != nil) {
+		return fmt.Errorf("a GRIEF map needs a GRIEF posterior and the other way round")
+	}
+	if m.GRIEF != nil {
+		groups++
+		g, err := m.GRIEFMap()
+		if err != nil {
+			return err
+		}
+		if g.Dim() != d {
+			return fmt.Errorf("GRIEF map of %d dimensions for d=%d", g.Dim(), d)
+		}
+		q, p := m.GRIEFPost, g.NumFeatures()
+		if len(q.Beta) != p || len(q.C) != p*p || len(q.W) > p {
+			return fmt.Errorf("GRIEF posterior shapes disagree with the map's %d eigenfunctions (beta %d, C %d, w %d)", p, len(q.Beta), len(q.C), len(q.W))
+		}
+		switch q.Inference {
+		case "type1", "type2":
+		default:
+			return fmt.Errorf("GRIEF posterior: unknown inference %q", q.Inference)
+		}
+		if q.Samples < 0 {
+			return fmt.Errorf("GRIEF posterior: %d samples", q.Samples)
+		}
+		for _, v := range q.Beta {
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return fmt.Errorf("GRIEF posterior: non-finite beta")
+			}
+		}
+		for _, v := range q.C {
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return fmt.Errorf("GRIEF posterior: non-finite C")
+			}
 		}
 	}
 	if groups != 1 {

@@ -13,6 +13,7 @@ import (
 	"github.com/gpreduce/gpreduce/internal/engine"
 	"github.com/gpreduce/gpreduce/internal/kernel"
 	"github.com/gpreduce/gpreduce/internal/model"
+	"github.com/gpreduce/gpreduce/internal/optimizer"
 	"github.com/gpreduce/gpreduce/internal/reduce"
 	"github.com/gpreduce/gpreduce/internal/shard"
 	"github.com/gpreduce/gpreduce/internal/solver"
@@ -38,40 +39,74 @@ func (r *run) trainExact(ctx context.Context, eng engine.Engine, p *prepared) (*
 	if !ok {
 		return nil, fmt.Errorf("exact: gather returned %T", st)
 	}
-	build := func(theta []float64) (*solver.Exact, error) {
-		h := hyperOf(theta, d)
-		return solver.NewExact(kernel.Kernel{Family: fam, Lengthscales: h.Lengthscales, SignalVariance: h.SignalVariance}, h.NoiseVariance, rows.X, d, rows.Y)
-	}
-	obj := func(theta, grad []float64) (float64, error) {
-		e, err := build(theta)
-		if err != nil {
-			return math.Inf(1), nil // not positive definite here: a failed step, not a failed job
-		}
-		for i, g := range e.Gradient() {
-			grad[i] = -g
-		}
-		return -e.LogMarginalLikelihood(), nil
-	}
-	value := func(theta []float64) (float64, error) {
-		e, err := build(theta)
-		if err != nil {
-			return math.Inf(1), nil
-		}
-		return -e.LogMarginalLikelihood(), nil
-	}
+	prob := &exactProblem{fam: fam, d: d, x: rows.X, y: rows.Y}
 	lower, upper := box(spec, d)
-	fit, err := r.optimize(ctx, obj, value, lower, upper, p)
+	fit, err := r.optimize(ctx, prob.objective, prob.value, lower, upper, p)
 	if err != nil {
 		return nil, fmt.Errorf("exact: %w", err)
 	}
 	obs(Event{Phase: "fit", Message: "posterior at the optimum"})
-	e, err := build(fit.theta)
+	e, err := prob.build(fit.theta)
 	if err != nil {
 		return nil, fmt.Errorf("exact: final fit: %w", err)
 	}
 	m := newModel(spec, p, fit, e.LogMarginalLikelihood())
 	m.Exact = e.Predictor()
 	return m, nil
+}
+
+// exactProblem is the exact GP on standardized rows held in memory: its objective over
+// theta = (log l, log sigma_f^2, log sigma_n^2) serves the exact method (with checkpoints,
+// through run.optimize) and GP-GRIEF's hyperparameter initialisation on a subsample (through
+// fit, without checkpoints).
+type exactProblem struct {
+	fam  kernel.Family
+	d    int
+	x, y []float64
+}
+
+func (e *exactProblem) build(theta []float64) (*solver.Exact, error) {
+	h := hyperOf(theta, e.d)
+	return solver.NewExact(kernel.Kernel{Family: e.fam, Lengthscales: h.Lengthscales, SignalVariance: h.SignalVariance}, h.NoiseVariance, e.x, e.d, e.y)
+}
+
+// objective is the negative log marginal likelihood and its gradient.
+func (e *exactProblem) objective(theta, grad []float64) (float64, error) {
+	ex, err := e.build(theta)
+	if err != nil {
+		return math.Inf(1), nil // not positive definite here: a failed step, not a failed job
+	}
+	for i, g := range ex.Gradient() {
+		grad[i] = -g
+	}
+	return -ex.LogMarginalLikelihood(), nil
+}
+
+// value is the negative log marginal likelihood alone.
+func (e *exactProblem) value(theta []float64) (float64, error) {
+	ex, err := e.build(theta)
+	if err != nil {
+		return math.Inf(1), nil
+	}
+	return -ex.LogMarginalLikelihood(), nil
+}
+
+// fit maximises the likelihood over the box like run.optimize (the same start search, then
+// box-constrained L-BFGS) but keeps no checkpoint: it is deterministic, so a resumed run
+// recomputes the same optimum.
+func (e *exactProblem) fit(ctx context.Context, lower, upper []float64, maxIter int) ([]float64, error) {
+	x0, err := startPoint(e.value, lower, upper)
+	if err != nil {
+		return nil, err
+	}
+	st, err := optimizer.NewLBFGSState(x0, lower, upper)
+	if err != nil {
+		return nil, err
+	}
+	if err := optimizer.MinimizeLBFGSB(ctx, e.objective, st, lower, upper, optimizer.LBFGSSettings{MaxIter: maxIter}, nil); err != nil {
+		return nil, err
+	}
+	return st.X, nil
 }
 
 // RowsTask returns a shard's rows standardized, for methods that need all rows in one place.

@@ -12,7 +12,7 @@ import (
 // lengthscale of 1 is one standard deviation of its input column and a noise variance of 0.1
 // is a tenth of the target's variance.
 type Spec struct {
-	Method string `json:"method" yaml:"method"` // gl, rff or exact
+	Method string `json:"method" yaml:"method"` // gl, rff, exact or grief
 	Kernel string `json:"kernel" yaml:"kernel"` // rbf, matern12, matern32, matern52
 	Seed   uint64 `json:"seed" yaml:"seed"`
 
@@ -34,6 +34,12 @@ type Spec struct {
 
 	// Exact.
 	ExactMaxRows int `json:"exact_max_rows,omitempty" yaml:"exact_max_rows,omitempty"`
+
+	// GP-GRIEF (digest 001).
+	Inference      string `json:"inference,omitempty" yaml:"inference,omitempty"`           // type2 (default: maximum marginal likelihood over w, sigma^2) or type1 (MALA)
+	Grid           int    `json:"grid,omitempty" yaml:"grid,omitempty"`                     // inducing points per dimension, m_bar (default DefaultGRIEFGrid)
+	Eigenfunctions int    `json:"eigenfunctions,omitempty" yaml:"eigenfunctions,omitempty"` // p, the number of eigenfunctions (default DefaultGRIEFEigenfunctions)
+	Samples        int    `json:"samples,omitempty" yaml:"samples,omitempty"`               // type1: retained MALA samples (default DefaultGRIEFSamples)
 }
 
 // Defaults used when a Spec leaves a field at its zero value.
@@ -42,6 +48,11 @@ const (
 	DefaultRFFFeatures  = 512
 	DefaultMaxFeatures  = 8192
 	DefaultExactMaxRows = 5000
+
+	DefaultGRIEFGrid           = 10   // m_bar, as in the paper's experiments
+	DefaultGRIEFEigenfunctions = 1000 // p, as in the paper's GRIEF-I experiments
+	DefaultGRIEFSamples        = 180  // (10000 - 1000) / 50: the paper's MALA run
+	MaxGRIEFGrid               = 1024
 )
 
 // DefaultSpec returns the defaults for a method: kernel rbf, lengthscales in [0.1, 2],
@@ -61,11 +72,11 @@ func DefaultSpec(method string) Spec {
 // input columns; d <= 0 skips the checks that need it.
 func (s *Spec) Validate(d int) error {
 	switch s.Method {
-	case "gl", "rff", "exact":
+	case "gl", "rff", "exact", "grief":
 	case "":
-		return fmt.Errorf("method: not set; use gl, rff or exact")
+		return fmt.Errorf("method: not set; use gl, rff, exact or grief")
 	default:
-		return fmt.Errorf("method: unknown method %q; use gl, rff or exact", s.Method)
+		return fmt.Errorf("method: unknown method %q; use gl, rff, exact or grief", s.Method)
 	}
 	if _, err := kernel.ParseFamily(s.Kernel); err != nil {
 		return fmt.Errorf("kernel: %w", err)
@@ -104,7 +115,61 @@ func (s *Spec) Validate(d int) error {
 			return fmt.Errorf("gl-box: %g must be positive and finite", v)
 		}
 	}
+	switch s.Inference {
+	case "", "type1", "type2":
+	default:
+		return fmt.Errorf("inference: unknown inference %q; use type2 (maximum marginal likelihood) or type1 (MALA sampling)", s.Inference)
+	}
+	if s.Inference != "" && s.Method != "grief" {
+		return fmt.Errorf("inference: %q is a grief setting; drop it for method %s", s.Inference, s.Method)
+	}
+	if s.Grid < 0 || s.Grid > MaxGRIEFGrid {
+		return fmt.Errorf("grid: %d points per dimension; give 1 to %d (or 0 for the default %d)", s.Grid, MaxGRIEFGrid, DefaultGRIEFGrid)
+	}
+	if s.Eigenfunctions < 0 {
+		return fmt.Errorf("eigenfunctions: %d is negative; give a positive number (or 0 for the default %d)", s.Eigenfunctions, DefaultGRIEFEigenfunctions)
+	}
+	if s.Method == "grief" && s.griefP() > s.maxFeatures() {
+		return fmt.Errorf("eigenfunctions: %d exceeds max-features %d (A = Phi^T Phi takes p^2 floats per shard); lower it or raise max-features", s.griefP(), s.maxFeatures())
+	}
+	if s.Samples < 0 {
+		return fmt.Errorf("samples: %d is negative; give a positive number (or 0 for the default %d)", s.Samples, DefaultGRIEFSamples)
+	}
+	if s.Samples > 0 && s.griefInference() != "type1" {
+		return fmt.Errorf("samples: %d is a type1 (MALA) setting; drop it or set inference type1", s.Samples)
+	}
+	if s.Samples > 1e6 {
+		return fmt.Errorf("samples: %d is more than 1e6; the chain would take %d iterations", s.Samples, s.Samples*griefThin)
+	}
 	return nil
+}
+
+func (s *Spec) griefInference() string {
+	if s.Inference == "" {
+		return "type2"
+	}
+	return s.Inference
+}
+
+func (s *Spec) griefGrid() int {
+	if s.Grid == 0 {
+		return DefaultGRIEFGrid
+	}
+	return s.Grid
+}
+
+func (s *Spec) griefP() int {
+	if s.Eigenfunctions == 0 {
+		return DefaultGRIEFEigenfunctions
+	}
+	return s.Eigenfunctions
+}
+
+func (s *Spec) griefSamples() int {
+	if s.Samples == 0 {
+		return DefaultGRIEFSamples
+	}
+	return s.Samples
 }
 
 func (s *Spec) maxIter() int {

@@ -56,6 +56,8 @@ func Run(ctx context.Context, eng engine.Engine, spec Spec, hooks Hooks) (*model
 		return r.trainRFF(ctx, eng, p)
 	case "exact":
 		return r.trainExact(ctx, eng, p)
+	case "grief":
+		return r.trainGRIEF(ctx, eng, p)
 	}
 	return nil, fmt.Errorf("method: unknown method %q", spec.Method)
 }
@@ -66,6 +68,9 @@ type prepared struct {
 	d, n   int
 	tf     shard.Transform
 	ranges []float64
+	// lo, hi are the standardized column minima and maxima; they are not checkpointed, so
+	// they are nil after a resume and a method that needs them repeats the moments pass.
+	lo, hi []float64
 }
 
 // prepare runs the moments pass, or takes its outcome from the checkpoint.
@@ -106,9 +111,11 @@ func prepare(ctx context.Context, eng engine.Engine, spec Spec, obs Observer) (*
 	if err != nil {
 		return nil, err
 	}
-	p := &prepared{d: d, n: m.N, tf: tf, ranges: make([]float64, d)}
+	p := &prepared{d: d, n: m.N, tf: tf, ranges: make([]float64, d), lo: make([]float64, d), hi: make([]float64, d)}
 	for k := 0; k < d; k++ {
 		p.ranges[k] = (m.Max[k] - m.Min[k]) / tf.XScale[k]
+		p.lo[k] = (m.Min[k] - tf.XMean[k]) / tf.XScale[k]
+		p.hi[k] = (m.Max[k] - tf.XMean[k]) / tf.XScale[k]
 	}
 	return p, nil
 }

@@ -1,0 +1,545 @@
+package train
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/gpreduce/gpreduce/internal/features"
+	"github.com/gpreduce/gpreduce/internal/kernel"
+	"github.com/gpreduce/gpreduce/internal/model"
+	"github.com/gpreduce/gpreduce/internal/reduce"
+	"github.com/gpreduce/gpreduce/internal/shard"
+)
+
+// griefFixture is a GRIEF map with p = m on a small grid over synthetic data, its Gram
+// statistic, transformed basis and the standardized rows.
+type griefFixture struct {
+	ref  *reference
+	g    *features.GRIEF
+	gram *reduce.Gram
+	b    *griefBasis
+	phi  *mat.Dense // n x p
+}
+
+func newGRIEFFixture(t testing.TB, n, d, mbar int, seed uint64) *griefFixture {
+	t.Helper()
+	ctx := context.Background()
+	eng := localEngine(t, synthTable(n, d, seed), 3, 2)
+	ref := newReference(t, eng, kernel.RBF)
+	spec := DefaultSpec("grief")
+	spec.Grid = mbar
+	r, err := newRun(spec, Hooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	grid, err := r.griefGrid(ctx, eng, ref.p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := 1
+	for _, ax := range grid {
+		if len(ax) != mbar {
+			t.Fatalf("grid axis of %d points, want %d", len(ax), mbar)
+		}
+		m *= len(ax)
+	}
+	ls := make([]float64, d)
+	for k := range ls {
+		ls[k] = 0.6 + 0.2*float64(k)
+	}
+	g, err := features.NewGRIEF(kernel.RBF, ls, 1.3, grid, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.NumFeatures() != m {
+		t.Fatalf("%d features, want p = m = %d", g.NumFeatures(), m)
+	}
+	st, err := eng.Reduce(ctx, &GramTask{Features: g, Transform: ref.p.tf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gram := st.(*reduce.Gram)
+	b, err := newGRIEFBasis(gram)
+	if err != nil {
+		t.Fatal(err)
+	}
+	z := make([]float64, n*m)
+	g.MapBlock(ref.rows.X, n, z)
+	return &griefFixture{ref: ref, g: g, gram: gram, b: b, phi: mat.NewDense(n, m, z)}
+}
+
+// denseGP is the exact GP with kernel matrix Phi M Phi^T + s2 I (M p x p) on the fixture's
+// rows: its log marginal likelihood and the latent mean and variance at feature rows zs.
+func (f *griefFixture) denseGP(t *testing.T, M *mat.Dense, s2 float64, zs *mat.Dense) (float64, []float64, []float64) {
+	t.Helper()
+	n := len(f.ref.rows.Y)
+	var PM, K mat.Dense
+	PM.Mul(f.phi, M)
+	K.Mul(&PM, f.phi.T())
+	Ks := mat.NewSymDense(n, nil)
+	for i := 0; i < n; i++ {
+		for j := i; j < n; j++ {
+			v := (K.At(i, j) + K.At(j, i)) / 2
+			if i == j {
+				v += s2
+			}
+			Ks.SetSym(i, j, v)
+		}
+	}
+	var ch mat.Cholesky
+	if !ch.Factorize(Ks) {
+		t.Fatal("dense K not positive definite")
+	}
+	y := mat.NewVecDense(n, f.ref.rows.Y)
+	var alpha mat.VecDense
+	if err := ch.SolveVecTo(&alpha, y); err != nil {
+		t.Fatal(err)
+	}
+	lml := -0.5*mat.Dot(y, &alpha) - 0.5*ch.LogDet() - 0.5*float64(n)*math.Log(2*math.Pi)
+	rows, _ := zs.Dims()
+	var ZM, Kxn, Kxx mat.Dense
+	ZM.Mul(zs, M)
+	Kxn.Mul(&ZM, f.phi.T()) // rows x n
+	Kxx.Mul(&ZM, zs.T())
+	mean, vr := make([]float64, rows), make([]float64, rows)
+	for i := 0; i < rows; i++ {
+		k := mat.NewVecDense(n, mat.Row(nil, i, &Kxn))
+		mean[i] = mat.Dot(k, &alpha)
+		var v mat.VecDense
+		if err := ch.SolveVecTo(&v, k); err != nil {
+			t.Fatal(err)
+		}
+		vr[i] = Kxx.At(i, i) - mat.Dot(k, &v)
+	}
+	return lml, mean, vr
+}
+
+// tMatrix is T = V~ Sigma~^-1 (p x p~); the GRIEF kernel at transformed weights w is
+// Phi T diag(w) T^T Phi^T.
+func (f *griefFixture) weightMatrix(w []float64) *mat.Dense {
+	b := f.b
+	T := mat.NewDense(b.p, b.pt, nil)
+	for a := 0; a < b.p; a++ {
+		for i := 0; i < b.pt; i++ {
+			T.Set(a, i, b.v[a*b.pt+i]/math.Sqrt(b.sig2[i]))
+		}
+	}
+	var TW, M mat.Dense
+	TW.Mul(T, mat.NewDiagDense(b.pt, w))
+	M.Mul(&TW, T.T())
+	return &M
+}
+
+func logs(w []float64, s2 float64) []float64 {
+	x := make([]float64, len(w)+1)
+	for i, v := range w {
+		x[i] = math.Log(v)
+	}
+	x[len(w)] = math.Log(s2)
+	return x
+}
+
+// TestGRIEFMatchesDenseGP: with p = m on a 4 x 4 grid, the O(p) likelihood and the stored
+// posterior equal the exact GP with the GRIEF kernel formed densely, at the base kernel
+// (w~ = Sigma~^2, which must reproduce Phi Phi^T) and at random weights.
+func TestGRIEFMatchesDenseGP(t *testing.T) {
+	f := newGRIEFFixture(t, 150, 2, 4, 11)
+	b := f.b
+	if b.pt != 16 {
+		t.Fatalf("rank %d, want 16", b.pt)
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	xs := make([]float64, 20*2)
+	for i := range xs {
+		xs[i] = 3*rng.Float64() - 1.5
+	}
+	zs := make([]float64, 20*b.p)
+	f.g.MapBlock(xs, 20, zs)
+	Z := mat.NewDense(20, b.p, zs)
+	const s2 = 0.07
+
+	base := append([]float64(nil), b.sig2...)
+	// The base kernel: w~ = Sigma~^2 gives T diag(Sigma~^2) T^T = V~ V~^T = I (full rank).
+	if M := f.weightMatrix(base); !mat.EqualApprox(M, eye(b.p), 1e-8) {
+		t.Fatal("w~ = Sigma~^2 does not give the base GRIEF kernel Phi Phi^T")
+	}
+	rw := make([]float64, b.pt)
+	for i := range rw {
+		rw[i] = b.sig2[i] * math.Exp(2*rng.NormFloat64())
+	}
+	for _, c := range []struct {
+		name string
+		w    []float64
+		M    *mat.Dense
+	}{{"base kernel", base, eye(b.p)}, {"random weights", rw, f.weightMatrix(rw)}} {
+		t.Run(c.name, func(t *testing.T) {
+			want, wm, wv := f.denseGP(t, c.M, s2, Z)
+			got := b.lml(logs(c.w, s2), nil)
+			if relErr(got, want) > 1e-9 {
+				t.Errorf("LML %.12g, dense %.12g", got, want)
+			}
+			beta, C := b.posterior(c.w, s2)
+			post := &model.GRIEFPost{Inference: "type2", Beta: beta, C: C}
+			mean, vr := make([]float64, 20), make([]float64, 20)
+			post.Predict(zs, 20, mean, vr)
+			for i := range mean {
+				if math.Abs(mean[i]-wm[i]) > 1e-7 || math.Abs(vr[i]-wv[i]) > 1e-7 {
+					t.Errorf("row %d: mean %.10g var %.10g, dense %.10g %.10g", i, mean[i], vr[i], wm[i], wv[i])
+				}
+			}
+		})
+	}
+}
+
+func eye(n int) *mat.Dense {
+	m := mat.NewDense(n, n, nil)
+	for i := 0; i < n; i++ {
+		m.Set(i, i, 1)
+	}
+	return m
+}
+
+// lmlP3 is the O(p^3) likelihood of digest §2.2 in the untransformed basis, from A (p x p,
+// full), r, y^T y and n at weights w and noise s2, with dLML/dw and dLML/ds2.
+func lmlP3(t *testing.T, A *mat.SymDense, r []float64, yy float64, n int, w []float64, s2 float64) (float64, []float64, float64) {
+	t.Helper()
+	p := len(r)
+	P := mat.NewSymDense(p, nil)
+	for i := 0; i < p; i++ {
+		for j := i; j < p; j++ {
+			v := A.At(i, j)
+			if i == j {
+				v += s2 / w[i]
+			}
+			P.SetSym(i, j, v)
+		}
+	}
+	var ch mat.Cholesky
+	if !ch.Factorize(P) {
+		t.Fatal("P not positive definite")
+	}
+	rv := mat.NewVecDense(p, r)
+	var Pr mat.VecDense
+	if err := ch.SolveVecTo(&Pr, rv); err != nil {
+		t.Fatal(err)
+	}
+	rPr := mat.Dot(rv, &Pr)
+	var sumLogW float64
+	for _, v := range w {
+		sumLogW += math.Log(v)
+	}
+	logdet := ch.LogDet() + sumLogW + float64(n-p)*math.Log(s2)
+	quad := (yy - rPr) / s2
+	lml := -0.5*logdet - 0.5*quad - 0.5*float64(n)*math.Log(2*math.Pi)
+	var PA mat.Dense
+	if err := ch.SolveTo(&PA, A); err != nil {
+		t.Fatal(err)
+	}
+	var APr mat.VecDense
+	APr.MulVec(A, &Pr)
+	s4 := s2 * s2
+	dw := make([]float64, p)
+	var trPA float64
+	for i := 0; i < p; i++ {
+		var aPa float64
+		for k := 0; k < p; k++ {
+			aPa += A.At(k, i) * PA.At(k, i)
+		}
+		u := r[i] - APr.AtVec(i)
+		dw[i] = u*u/(2*s4) - (A.At(i, i)-aPa)/(2*s2)
+		trPA += PA.At(i, i)
+	}
+	ds2 := (yy-2*rPr+mat.Dot(&Pr, &APr))/(2*s4) - (float64(n)-trPA)/(2*s2)
+	return lml, dw, ds2
+}
+
+func fullA(g *reduce.Gram) *mat.SymDense {
+	return mat.NewSymDense(g.S, append([]float64(nil), g.G...)) // upper triangle is read
+}
+
+// TestGRIEFLikelihoodGradients: the O(p) likelihood and gradients equal the O(p^3) form of
+// digest §2.2, in the transformed statistics (A = I, r~) at random weights and in the
+// untransformed ones (A, r) at w = c 1 <-> w~ = c Sigma~^2, which the O(p^3) form checks against
+// the dense GP too; and central finite differences.
+func TestGRIEFLikelihoodGradients(t *testing.T) {
+	f := newGRIEFFixture(t, 120, 2, 4, 12)
+	b := f.b
+	rng := rand.New(rand.NewPCG(8, 9))
+	const s2 = 0.13
+	w := make([]float64, b.pt)
+	for i := range w {
+		w[i] = b.sig2[i] * math.Exp(1.5*rng.NormFloat64())
+	}
+	x := logs(w, s2)
+	grad := make([]float64, len(x))
+	got := b.lml(x, grad)
+
+	// Transformed statistics: A = I, r = r~, the same y^T y and n.
+	I := mat.NewSymDense(b.pt, nil)
+	for i := 0; i < b.pt; i++ {
+		I.SetSym(i, i, 1)
+	}
+	want, dw, ds2 := lmlP3(t, I, b.rt, f.gram.YY, b.n, w, s2)
+	if relErr(got, want) > 1e-10 {
+		t.Errorf("O(p) LML %.12g, O(p^3) %.12g", got, want)
+	}
+	wantGrad := make([]float64, len(x))
+	for i := range w {
+		wantGrad[i] = w[i] * dw[i]
+	}
+	wantGrad[b.pt] = s2 * ds2
+	if e := gradErr(grad, wantGrad); e > 1e-9 {
+		t.Errorf("O(p) gradient differs from O(p^3) by %g\n got %v\nwant %v", e, grad, wantGrad)
+	}
+
+	// Untransformed statistics at w = c 1, the kernel c Phi Phi^T, which is w~ = c Sigma~^2.
+	const c = 2.5
+	wc := make([]float64, b.p)
+	for i := range wc {
+		wc[i] = c
+	}
+	lu, _, _ := lmlP3(t, fullA(f.gram), f.gram.B, f.gram.YY, f.gram.N, wc, s2)
+	wt := make([]float64, b.pt)
+	for i := range wt {
+		wt[i] = c * b.sig2[i]
+	}
+	if lt := b.lml(logs(wt, s2), nil); relErr(lt, lu) > 1e-9 {
+		t.Errorf("transformed LML at w~ = c Sigma~^2: %.12g, untransformed at w = c: %.12g", lt, lu)
+	}
+	// The O(p^3) reference itself against the dense GP, at random untransformed weights.
+	wr := make([]float64, b.p)
+	for i := range wr {
+		wr[i] = math.Exp(rng.NormFloat64())
+	}
+	lr, dwr, _ := lmlP3(t, fullA(f.gram), f.gram.B, f.gram.YY, f.gram.N, wr, s2)
+	ld, _, _ := f.denseGP(t, mat.NewDense(b.p, b.p, diagOf(wr)), s2, mat.NewDense(1, b.p, make([]float64, b.p)))
+	if relErr(lr, ld) > 1e-9 {
+		t.Errorf("O(p^3) LML %.12g, dense %.12g", lr, ld)
+	}
+	// ... and its w-gradient against finite differences.
+	for _, i := range []int{0, 5, b.p - 1} {
+		h := 1e-6 * wr[i]
+		wp, wm := append([]float64(nil), wr...), append([]float64(nil), wr...)
+		wp[i] += h
+		wm[i] -= h
+		fp, _, _ := lmlP3(t, fullA(f.gram), f.gram.B, f.gram.YY, f.gram.N, wp, s2)
+		fm, _, _ := lmlP3(t, fullA(f.gram), f.gram.B, f.gram.YY, f.gram.N, wm, s2)
+		if fd := (fp - fm) / (2 * h); math.Abs(fd-dwr[i]) > 1e-5*math.Max(1, math.Abs(fd)) {
+			t.Errorf("O(p^3) dLML/dw_%d = %g, finite difference %g", i, dwr[i], fd)
+		}
+	}
+
+	// Central finite differences of the O(p) form.
+	for i := range x {
+		const h = 1e-5
+		xp, xm := append([]float64(nil), x...), append([]float64(nil), x...)
+		xp[i] += h
+		xm[i] -= h
+		fd := (b.lml(xp, nil) - b.lml(xm, nil)) / (2 * h)
+		if math.Abs(fd-grad[i]) > 1e-6*math.Max(1, math.Abs(fd)) {
+			t.Errorf("dLML/dx_%d = %g, finite difference %g", i, grad[i], fd)
+		}
+	}
+}
+
+func diagOf(v []float64) []float64 {
+	n := len(v)
+	out := make([]float64, n*n)
+	for i, x := range v {
+		out[i*n+i] = x
+	}
+	return out
+}
+
+func rmse(t *testing.T, m *model.Model, te *shard.Table) float64 {
+	t.Helper()
+	pr, err := m.Predict(te.X, te.N())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s float64
+	for i, v := range pr.Mean {
+		if math.IsNaN(v) || math.IsNaN(pr.LatentVar[i]) || pr.LatentVar[i] < 0 || !(pr.NoisyVar[i] > 0) {
+			t.Fatalf("row %d: mean %v latent var %v noisy var %v", i, v, pr.LatentVar[i], pr.NoisyVar[i])
+		}
+		s += (v - te.Y[i]) * (v - te.Y[i])
+	}
+	return math.Sqrt(s / float64(te.N()))
+}
+
+func griefSpec(inference string) Spec {
+	s := DefaultSpec("grief")
+	s.Inference = inference
+	s.Eigenfunctions = 100
+	s.MaxIter = 60
+	return s
+}
+
+// TestGRIEFType2ReachesExact: type II end to end on synthetic data reaches a test RMSE close
+// to the exact GP's, and the model survives an encode/decode round trip.
+func TestGRIEFType2ReachesExact(t *testing.T) {
+	tr, te := synthTable(500, 2, 21), synthTable(300, 2, 22)
+	ctx := context.Background()
+	ex, err := Train(ctx, localEngine(t, tr, 4, 2), DefaultSpec("exact"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []Event
+	m, err := Train(ctx, localEngine(t, tr, 4, 2), griefSpec("type2"), func(e Event) { events = append(events, e) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	re, rg := rmse(t, ex, te), rmse(t, m, te)
+	t.Logf("test RMSE: exact %.4f, grief type2 %.4f (p~ = %d, noise %.4g, %d iterations)", re, rg, len(m.GRIEFPost.W), m.Hyper.NoiseVariance, m.Iterations)
+	if rg > 1.15*re+0.01 {
+		t.Errorf("grief type2 RMSE %.4f, exact %.4f", rg, re)
+	}
+	if m.GRIEFPost.Inference != "type2" || len(m.Trace) == 0 || math.IsNaN(m.LogLik) {
+		t.Errorf("model: inference %q, %d trace entries, LML %v", m.GRIEFPost.Inference, len(m.Trace), m.LogLik)
+	}
+	b, err := m.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2, err := model.Decode(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rmse(t, m2, te) != rg {
+		t.Error("decoded model predicts differently")
+	}
+	phases := map[string]bool{}
+	for _, e := range events {
+		phases[e.Phase] = true
+	}
+	for _, ph := range []string{"moments", "grid", "init", "gram", "basis", "optimize"} {
+		if !phases[ph] {
+			t.Errorf("no %q event", ph)
+		}
+	}
+}
+
+// TestGRIEFType1: MALA runs, is deterministic, and gives a finite, sensible model.
+func TestGRIEFType1(t *testing.T) {
+	tr, te := synthTable(400, 2, 31), synthTable(200, 2, 32)
+	spec := griefSpec("type1")
+	spec.Samples = 40
+	ctx := context.Background()
+	m, err := Train(ctx, localEngine(t, tr, 3, 2), spec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := m.GRIEFPost
+	if q.Inference != "type1" || q.Samples != 40 || len(m.Trace) != 40 || m.Iterations != griefBurnIn+40*griefThin {
+		t.Errorf("inference %q, %d samples, %d trace entries, %d iterations", q.Inference, q.Samples, len(m.Trace), m.Iterations)
+	}
+	r := rmse(t, m, te)
+	t.Logf("grief type1 test RMSE %.4f, noise %.4g", r, m.Hyper.NoiseVariance)
+	// y = sum_k sin(3 x_k) + 0.1 eps has standard deviation about 1; noise 0.1.
+	if r > 0.25 {
+		t.Errorf("type1 test RMSE %.4f", r)
+	}
+	if nv := m.Original().NoiseVariance; !(nv > 0.001 && nv < 0.1) {
+		t.Errorf("noise variance %g in original units, the data's is 0.01", nv)
+	}
+	m2, err := Train(ctx, localEngine(t, tr, 3, 1), spec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := m.Bytes()
+	b, _ := m2.Bytes()
+	if !bytes.Equal(a, b) {
+		t.Error("type1 model depends on the number of workers")
+	}
+}
+
+func TestGRIEFResume(t *testing.T) {
+	tab := synthTable(300, 2, 41)
+	spec := griefSpec("type2")
+	spec.Eigenfunctions = 36
+	spec.MaxIter = 8
+	var cks [][]byte
+	full, err := Run(context.Background(), localEngine(t, tab, 3, 2), spec, Hooks{Save: func(_ context.Context, _ int, _ float64, ck []byte) error {
+		cks = append(cks, append([]byte(nil), ck...))
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := full.Bytes()
+	for _, k := range []int{0, 1, 2, len(cks) - 1} {
+		m, err := Run(context.Background(), localEngine(t, tab, 3, 1), spec, Hooks{Resume: cks[k]})
+		if err != nil {
+			t.Fatalf("resume from checkpoint %d: %v", k, err)
+		}
+		got, _ := m.Bytes()
+		if !bytes.Equal(got, want) {
+			t.Errorf("model resumed from checkpoint %d of %d differs", k, len(cks))
+		}
+	}
+}
+
+func TestGRIEFBadSpecs(t *testing.T) {
+	tab := synthTable(50, 2, 51)
+	for _, c := range []struct {
+		mod  func(*Spec)
+		want string
+	}{
+		{func(s *Spec) { s.Inference = "type3" }, "inference"},
+		{func(s *Spec) { s.Grid = -1 }, "grid"},
+		{func(s *Spec) { s.Eigenfunctions = -5 }, "eigenfunctions"},
+		{func(s *Spec) { s.Eigenfunctions = 100000 }, "eigenfunctions"},
+		{func(s *Spec) { s.Samples = 10 }, "samples"}, // a type1 setting under type2
+		{func(s *Spec) { s.Method = "gl" }, "inference"},
+	} {
+		s := griefSpec("type2")
+		c.mod(&s)
+		_, err := Train(context.Background(), localEngine(t, tab, 1, 1), s, nil)
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("spec %+v: err = %v, want one about %s", s, err, c.want)
+		}
+	}
+}
+
+func TestGRIEFCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	spec := griefSpec("type1")
+	n := 0
+	_, err := Train(ctx, localEngine(t, synthTable(200, 2, 61), 2, 1), spec, func(e Event) {
+		if e.Phase == "sample" {
+			if n++; n == 3 {
+				cancel()
+			}
+		}
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("err = %v, want context.Canceled", err)
+	}
+}
+
+// TestLogNormalFromMode reproduces the digest's numbers: {1, 100} gives mu = s^2 = 1.2370.
+func TestLogNormalFromMode(t *testing.T) {
+	mu, s2 := logNormalFromMode(1, 100)
+	if math.Abs(mu-1.2370) > 1e-4 || math.Abs(s2-1.2370) > 1e-4 {
+		t.Errorf("mu %g s^2 %g, want 1.2370", mu, s2)
+	}
+	_, s2 = logNormalFromMode(0.1, 0.04)
+	if math.Abs(math.Sqrt(s2)-0.747) > 1e-3 {
+		t.Errorf("s = %g, want 0.747", math.Sqrt(s2))
+	}
+	// The mode and variance are what was asked.
+	mu, s2 = logNormalFromMode(0.3, 0.5)
+	if mode := math.Exp(mu - s2); math.Abs(mode-0.3) > 1e-9 {
+		t.Errorf("mode %g", mode)
+	}
+	if v := (math.Exp(s2) - 1) * math.Exp(2*mu+s2); math.Abs(v-0.5) > 1e-9 {
+		t.Errorf("variance %g", v)
+	}
+}

@@ -213,7 +213,7 @@ func TestRunTaskErrors(t *testing.T) {
 		{"empty task", ctx, &pb.RunTaskRequest{Source: &pb.DataSource{Uri: good, Header: true}, Shard: whole, Task: &pb.Task{}},
 			codes.InvalidArgument, []string{"unknown kind"}},
 		{"malformed Gram task", ctx, &pb.RunTaskRequest{Source: &pb.DataSource{Uri: good, Header: true}, Shard: whole,
-			Task: &pb.Task{Kind: &pb.Task_Gram{Gram: &pb.GramTask{}}}}, codes.InvalidArgument, []string{"without feature map"}},
+			Task: &pb.Task{Kind: &pb.Task_Gram{Gram: &pb.GramTask{}}}}, codes.InvalidArgument, []string{"exactly one feature map"}},
 		{"task for other inputs", ctx, &pb.RunTaskRequest{Source: &pb.DataSource{Uri: good, Header: true}, Shard: whole, Task: gram2},
 			codes.InvalidArgument, []string{"2 inputs but the shard has 1"}},
 		{"no source", ctx, &pb.RunTaskRequest{Shard: whole, Task: moments}, codes.InvalidArgument, []string{"no data source"}},

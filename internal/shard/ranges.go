@@ -36,21 +36,7 @@ func SplitRanges(path string, k int) ([]Ref, error) {
 	if size == 0 {
 		return nil, &ParseError{File: path, Msg: "the file is empty: expected CSV data; check the path or add data"}
 	}
-	if int64(k) > size {
-		k = int(size)
-	}
-	per, extra := size/int64(k), size%int64(k)
-	refs := make([]Ref, k)
-	var off int64
-	for i := range refs {
-		n := per
-		if int64(i) < extra {
-			n++
-		}
-		refs[i] = Ref{Index: i, Source: path, Offset: off, Length: n, Rows: -1}
-		off += n
-	}
-	return refs, nil
+	return splitSize(path, size, k), nil
 }
 
 func notGzip(path string) error {

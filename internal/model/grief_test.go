@@ -1,0 +1,138 @@
+package model
+
+import (
+	"bytes"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gpreduce/gpreduce/internal/features"
+	"github.com/gpreduce/gpreduce/internal/kernel"
+	"github.com/gpreduce/gpreduce/internal/shard"
+)
+
+// griefModel is a small valid GP-GRIEF model: rbf, D = 2, a 3 x 4 grid, p = 7, random beta
+// and C = L L^T.
+func griefModel(t testing.TB) *Model {
+	t.Helper()
+	g, err := features.NewGRIEF(kernel.RBF, []float64{0.8, 1.1}, 1.4, [][]float64{{-1, 0, 1}, {-1.5, -0.5, 0.5, 1.5}}, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := g.NumFeatures()
+	rng := rand.New(rand.NewPCG(9, 10))
+	q := &GRIEFPost{Inference: "type1", Beta: make([]float64, p), C: make([]float64, p*p), W: make([]float64, p), Samples: 12}
+	L := make([]float64, p*p)
+	for i := range L {
+		L[i] = 0.3 * rng.NormFloat64()
+	}
+	for i := 0; i < p; i++ {
+		q.Beta[i] = rng.NormFloat64()
+		q.W[i] = rng.Float64()
+		for j := 0; j < p; j++ {
+			for k := 0; k < p; k++ {
+				q.C[i*p+j] += L[i*p+k] * L[j*p+k]
+			}
+		}
+	}
+	return &Model{
+		Version: Version, Method: "grief", Kernel: "rbf", D: 2,
+		Transform: shard.Transform{XMean: []float64{1, -1}, XScale: []float64{2, 0.5}, YMean: 3, YScale: 2},
+		Hyper:     Hyper{Lengthscales: []float64{0.8, 1.1}, SignalVariance: 1.4, NoiseVariance: 0.03},
+		LogLik:    -5, Trace: []float64{7, 6}, Iterations: 2, NTrain: 30,
+		GRIEF: &GRIEFParams{Lengthscales: g.Lengthscales, SignalVariance: g.SignalVariance, Grid: g.Grid, Q: g.Q,
+			LogLam: g.LogLam, Idx: g.Idx, LogLamP: g.LogLamP},
+		GRIEFPost: q,
+	}
+}
+
+func TestGRIEFModelPredictAndRoundTrip(t *testing.T) {
+	m := griefModel(t)
+	if err := m.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	g, err := m.GRIEFMap()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rows = 700 // more than one predict block
+	x := testRows(m, rows, 5)
+	pr, err := m.Predict(x, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := g.NumFeatures()
+	xs, z := make([]float64, 2), make([]float64, p)
+	for i := 0; i < rows; i++ {
+		m.Transform.ApplyRow(x[i*2:(i+1)*2], xs)
+		g.Map(xs, z)
+		var mu, v float64
+		for a := 0; a < p; a++ {
+			mu += z[a] * m.GRIEFPost.Beta[a]
+			for b := 0; b < p; b++ {
+				v += z[a] * m.GRIEFPost.C[a*p+b] * z[b]
+			}
+		}
+		wantMean, wantVar := mu*2+3, math.Max(0, v)*4
+		if math.Abs(pr.Mean[i]-wantMean) > 1e-10*math.Max(1, math.Abs(wantMean)) || math.Abs(pr.LatentVar[i]-wantVar) > 1e-10*math.Max(1, wantVar) {
+			t.Fatalf("row %d: mean %g var %g, want %g %g", i, pr.Mean[i], pr.LatentVar[i], wantMean, wantVar)
+		}
+		if math.Abs(pr.NoisyVar[i]-pr.LatentVar[i]-0.03*4) > 1e-12 {
+			t.Fatalf("row %d: noisy variance %g for latent %g", i, pr.NoisyVar[i], pr.LatentVar[i])
+		}
+	}
+	b := encode(t, m)
+	m2, err := Decode(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(encode(t, m2), b) {
+		t.Error("GRIEF model does not round-trip to the same bytes")
+	}
+	pr2, err := m2.Predict(x, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range pr.Mean {
+		if pr.Mean[i] != pr2.Mean[i] || pr.LatentVar[i] != pr2.LatentVar[i] {
+			t.Fatal("decoded GRIEF model predicts differently")
+		}
+	}
+	// Every strict prefix fails cleanly.
+	for n := 0; n < len(b); n += 7 {
+		if mm, panicked, err := decodeSafely(b[:n]); panicked != nil || err == nil || mm != nil {
+			t.Fatalf("prefix %d of %d: panic %v, err %v", n, len(b), panicked, err)
+		}
+	}
+}
+
+func TestGRIEFModelInvalid(t *testing.T) {
+	for name, mod := range map[string]func(m *Model){
+		"no posterior":       func(m *Model) { m.GRIEFPost = nil },
+		"no map":             func(m *Model) { m.GRIEF = nil },
+		"short beta":         func(m *Model) { m.GRIEFPost.Beta = m.GRIEFPost.Beta[1:] },
+		"short C":            func(m *Model) { m.GRIEFPost.C = m.GRIEFPost.C[1:] },
+		"nan C":              func(m *Model) { m.GRIEFPost.C[3] = math.NaN() },
+		"inf beta":           func(m *Model) { m.GRIEFPost.Beta[0] = math.Inf(1) },
+		"bad inference":      func(m *Model) { m.GRIEFPost.Inference = "type3" },
+		"bad index":          func(m *Model) { m.GRIEF.Idx[0] = 99 },
+		"short grid":         func(m *Model) { m.GRIEF.Grid = m.GRIEF.Grid[:1] },
+		"wrong dimension":    func(m *Model) { m.D = 3 },
+		"two posteriors":     func(m *Model) { m.Exact = exactModel().Exact },
+		"bad lengthscale":    func(m *Model) { m.GRIEF.Lengthscales[1] = -1 },
+		"ascending loglam p": func(m *Model) { m.GRIEF.LogLamP[1] = m.GRIEF.LogLamP[0] + 1 },
+	} {
+		m := griefModel(t)
+		mod(m)
+		if err := m.Validate(); err == nil {
+			t.Errorf("%s: Validate accepted it", name)
+		}
+		var bb bytes.Buffer
+		if err := m.Encode(&bb); err != nil {
+			continue // not encodable at all (a posterior without a map) is fine too
+		}
+		if _, err := Decode(&bb); err == nil {
+			t.Errorf("%s: Decode accepted it", name)
+		}
+	}
+}

@@ -1,0 +1,186 @@
+package solver
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"gonum.org/v1/gonum/mat"
+)
+
+// PivotedCholesky computes a rank-r partial Cholesky factor L (n x r, column-major) of a
+// symmetric positive semidefinite n x n matrix K with K ~= L L^T, reading only the diagonal
+// K_ii = diag(i) and r rows K_{i,:} = row(i, dst) (dst of length n), as in Gardner et al. 2018
+// (digest 004 §1.5). With the residual diagonal e = diag(K - L_m L_m^T), step m picks the pivot
+// p = argmax_i e_i and sets
+//
+//	L_{:,m} = (K_{p,:} - sum_{l<m} L_{p,l} L_{:,l}) / sqrt(e_p),   e_i -= L_{i,m}^2,
+//
+// with the entries of earlier pivots set to exactly zero (so the rows of L in pivot order are
+// lower triangular). It stops after rank columns, or earlier when the trace of the residual
+// sum_i e_i <= tol * trace(K) or no e_i is positive; r <= rank is the number of columns made and
+// L has length n*r. The cost is O(n r^2) plus r row evaluations.
+func PivotedCholesky(diag func(i int) float64, row func(i int, dst []float64), n, rank int, tol float64) (L []float64, r int, err error) {
+	if n <= 0 || rank < 0 {
+		return nil, 0, fmt.Errorf("pivoted Cholesky: n = %d, rank = %d", n, rank)
+	}
+	if !(tol >= 0) {
+		return nil, 0, fmt.Errorf("pivoted Cholesky: tolerance %v must be non-negative", tol)
+	}
+	if rank > n {
+		rank = n
+	}
+	e := make([]float64, n)
+	trace := 0.0
+	for i := range e {
+		e[i] = diag(i)
+		if !(e[i] >= 0) || math.IsInf(e[i], 0) {
+			return nil, 0, fmt.Errorf("pivoted Cholesky: diagonal entry %d is %v", i, e[i])
+		}
+		trace += e[i]
+	}
+	pivoted := make([]bool, n)
+	L = make([]float64, 0, n*rank)
+	buf := make([]float64, n)
+	for m := 0; m < rank; m++ {
+		p, resid := -1, 0.0
+		for i, v := range e {
+			if pivoted[i] {
+				continue
+			}
+			resid += v
+			if p < 0 || v > e[p] {
+				p = i
+			}
+		}
+		if p < 0 || !(e[p] > 0) || resid <= tol*trace {
+			break
+		}
+		row(p, buf)
+		lp := make([]float64, m) // L_{p, 0..m-1}
+		for l := 0; l < m; l++ {
+			lp[l] = L[l*n+p]
+		}
+		s := math.Sqrt(e[p])
+		colm := make([]float64, n)
+		for i := 0; i < n; i++ {
+			if pivoted[i] {
+				continue // exactly zero in exact arithmetic
+			}
+			v := buf[i]
+			for l := 0; l < m; l++ {
+				v -= lp[l] * L[l*n+i]
+			}
+			colm[i] = v / s
+		}
+		colm[p] = s
+		pivoted[p] = true
+		for i := 0; i < n; i++ {
+			if pivoted[i] {
+				e[i] = 0
+			} else {
+				e[i] = math.Max(0, e[i]-colm[i]*colm[i])
+			}
+		}
+		L = append(L, colm...)
+		r++
+	}
+	return L, r, nil
+}
+
+// Woodbury is the preconditioner P = L L^T + sigma^2 I_n for a rank-r factor L (n x r,
+// column-major), applied through the r x r matrix C = sigma^2 I_r + L^T L and its Cholesky
+// factor (digest 004 §1.5):
+//
+//	P^-1 v = sigma^-2 (v - L C^-1 L^T v)                           (Woodbury identity)
+//	log det P = (n - r) log sigma^2 + log det C                    (determinant lemma:
+//	            det(sigma^2 I_n + L L^T) = sigma^{2n} det(I_r + L^T L / sigma^2) = sigma^{2(n-r)} det C)
+//
+// and a draw z = L z_1 + sigma z_2 with z_1 ~ N(0, I_r), z_2 ~ N(0, I_n) has covariance P.
+type Woodbury struct {
+	n, r   int
+	sigma2 float64
+	L      []float64
+	chol   mat.Cholesky // of C = sigma^2 I_r + L^T L
+	logDet float64
+}
+
+// NewWoodbury builds P = L L^T + sigma2 I from L (n x r column-major, r may be 0) and
+// factorises C = sigma2 I_r + L^T L; L is kept, not copied.
+func NewWoodbury(L []float64, n, r int, sigma2 float64) (*Woodbury, error) {
+	if n <= 0 || r < 0 || len(L) != n*r {
+		return nil, fmt.Errorf("woodbury: factor has %d values for %d x %d", len(L), n, r)
+	}
+	if !(sigma2 > 0) || math.IsInf(sigma2, 0) {
+		return nil, fmt.Errorf("woodbury: sigma^2 = %v must be positive and finite", sigma2)
+	}
+	w := &Woodbury{n: n, r: r, sigma2: sigma2, L: L}
+	w.logDet = float64(n-r) * math.Log(sigma2)
+	if r == 0 {
+		return w, nil
+	}
+	// L column-major n x r is L^T row-major r x n.
+	Lt := mat.NewDense(r, n, L)
+	C := mat.NewSymDense(r, nil)
+	C.SymOuterK(1, Lt) // L^T L
+	for i := 0; i < r; i++ {
+		C.SetSym(i, i, C.At(i, i)+sigma2)
+	}
+	if !w.chol.Factorize(C) {
+		return nil, fmt.Errorf("woodbury: sigma^2 I + L^T L is not positive definite (r=%d)", r)
+	}
+	w.logDet += w.chol.LogDet()
+	return w, nil
+}
+
+// Solve writes dst = P^-1 src = sigma^-2 (src - L C^-1 L^T src) for k column-major columns
+// (two r x r triangular solves per column, no inverse). It panics unless len(dst) = len(src) = n k.
+func (w *Woodbury) Solve(dst, src []float64, k int) {
+	n, r := w.n, w.r
+	if len(dst) != n*k || len(src) != n*k {
+		panic(fmt.Sprintf("woodbury: solve with %d and %d values for %d x %d", len(dst), len(src), n, k))
+	}
+	if r == 0 {
+		for i, v := range src {
+			dst[i] = v / w.sigma2
+		}
+		return
+	}
+	Lt := mat.NewDense(r, n, w.L)
+	S := mat.NewDense(k, n, src) // src^T
+	// U = (L^T src) as r x k, i.e. Lt * S^T.
+	var U, V mat.Dense
+	U.Mul(Lt, S.T())
+	if err := w.chol.SolveTo(&V, &U); err != nil {
+		panic(fmt.Sprintf("woodbury: solve with a factorised matrix failed: %v", err)) // unreachable after Factorize
+	}
+	// dst^T = (src - L V)^T / sigma^2 = (S - V^T Lt) / sigma^2.
+	D := mat.NewDense(k, n, dst)
+	D.Mul(V.T(), Lt)
+	for i := range dst {
+		dst[i] = (src[i] - dst[i]) / w.sigma2
+	}
+}
+
+// LogDet returns log det P = (n - r) log sigma^2 + log det(sigma^2 I_r + L^T L).
+func (w *Woodbury) LogDet() float64 { return w.logDet }
+
+// Sample writes z = L z_1 + sigma z_2 ~ N(0, L L^T + sigma^2 I) into dst; it panics unless
+// len(dst) = n.
+func (w *Woodbury) Sample(rng *rand.Rand, dst []float64) {
+	n := w.n
+	if len(dst) != n {
+		panic(fmt.Sprintf("woodbury: sample into %d values, want %d", len(dst), n))
+	}
+	s := math.Sqrt(w.sigma2)
+	for i := range dst {
+		dst[i] = s * rng.NormFloat64()
+	}
+	for l := 0; l < w.r; l++ {
+		z := rng.NormFloat64()
+		lc := w.L[l*n : (l+1)*n]
+		for i := range dst {
+			dst[i] += z * lc[i]
+		}
+	}
+}

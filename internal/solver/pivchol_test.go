@@ -1,0 +1,144 @@
+package solver
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"gonum.org/v1/gonum/mat"
+)
+
+func TestPivotedCholeskyReproducesMatrix(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		n        int
+		noise    float64 // added to K's diagonal before factorising
+		rank     int
+		tol      float64
+		wantRank int // -1: any
+		maxErr   float64
+	}{
+		{"full rank K + s2 I", 60, 0.1, 60, 0, 60, 1e-10},
+		{"full rank K + s2 I n=120", 120, 0.1, 200, 0, 120, 1e-10},
+		{"kernel K with trace tolerance", 80, 0, 80, 1e-13, -1, 1e-10},
+		{"low rank keeps residual PSD", 80, 0, 5, 0, 5, math.Inf(1)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(tc.n), 9))
+			p := newCGProblem(t, rng, tc.n, 0.1)
+			M := mat.NewSymDense(tc.n, nil)
+			M.CopySym(p.K)
+			for i := 0; i < tc.n; i++ {
+				M.SetSym(i, i, M.At(i, i)+tc.noise)
+			}
+			L, r, err := PivotedCholesky(func(i int) float64 { return M.At(i, i) },
+				func(i int, dst []float64) { mat.Row(dst, i, M) }, tc.n, tc.rank, tc.tol)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.wantRank >= 0 && r != tc.wantRank {
+				t.Fatalf("rank %d, want %d", r, tc.wantRank)
+			}
+			if len(L) != tc.n*r {
+				t.Fatalf("L has %d values for %d x %d", len(L), tc.n, r)
+			}
+			// R = M - L L^T; L column-major is L^T row-major.
+			Lt := mat.NewDense(r, tc.n, L)
+			var LLt mat.Dense
+			LLt.Mul(Lt.T(), Lt)
+			maxErr, minDiag := 0.0, math.Inf(1)
+			for i := 0; i < tc.n; i++ {
+				for j := 0; j < tc.n; j++ {
+					maxErr = math.Max(maxErr, math.Abs(M.At(i, j)-LLt.At(i, j)))
+				}
+				minDiag = math.Min(minDiag, M.At(i, i)-LLt.At(i, i))
+			}
+			if maxErr > tc.maxErr {
+				t.Errorf("max |K - L L^T| = %g at rank %d", maxErr, r)
+			}
+			if minDiag < -1e-12 {
+				t.Errorf("residual diagonal %g is negative", minDiag)
+			}
+		})
+	}
+}
+
+func TestWoodburyMatchesDense(t *testing.T) {
+	for _, tc := range []struct {
+		n, rank int
+		sigma2  float64
+	}{{60, 0, 0.1}, {60, 5, 0.1}, {120, 15, 0.1}, {80, 80, 0.5}} {
+		rng := rand.New(rand.NewPCG(uint64(tc.n+tc.rank), 2))
+		p := newCGProblem(t, rng, tc.n, tc.sigma2)
+		L, r, err := PivotedCholesky(func(i int) float64 { return p.K.At(i, i) },
+			func(i int, dst []float64) { mat.Row(dst, i, p.K) }, tc.n, tc.rank, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := NewWoodbury(L, tc.n, r, tc.sigma2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Dense P = L L^T + sigma^2 I.
+		P := mat.NewSymDense(tc.n, nil)
+		if r > 0 {
+			P.SymOuterK(1, mat.NewDense(r, tc.n, L).T())
+		}
+		for i := 0; i < tc.n; i++ {
+			P.SetSym(i, i, P.At(i, i)+tc.sigma2)
+		}
+		var chol mat.Cholesky
+		if !chol.Factorize(P) {
+			t.Fatal("dense P not positive definite")
+		}
+		if got, want := w.LogDet(), chol.LogDet(); math.Abs(got-want) > 1e-9*math.Max(1, math.Abs(want)) {
+			t.Errorf("n=%d r=%d: LogDet %v, want %v", tc.n, r, got, want)
+		}
+		const k = 3
+		src := randVecs(rng, tc.n*k)
+		dst := make([]float64, tc.n*k)
+		w.Solve(dst, src, k)
+		for c := 0; c < k; c++ {
+			var x mat.VecDense
+			if err := chol.SolveVecTo(&x, mat.NewVecDense(tc.n, src[c*tc.n:(c+1)*tc.n])); err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < tc.n; i++ {
+				if d := math.Abs(dst[c*tc.n+i] - x.AtVec(i)); d > 1e-8*math.Max(1, math.Abs(x.AtVec(i))) {
+					t.Fatalf("n=%d r=%d column %d entry %d: %v, want %v", tc.n, r, c, i, dst[c*tc.n+i], x.AtVec(i))
+				}
+			}
+		}
+		// Samples z ~ N(0, P): z^T P^-1 z ~ chi^2_n, mean n, sd sqrt(2n).
+		const draws = 2000
+		z, pz := make([]float64, tc.n), make([]float64, tc.n)
+		mean := 0.0
+		for s := 0; s < draws; s++ {
+			w.Sample(rng, z)
+			w.Solve(pz, z, 1)
+			mean += dot(z, pz) / draws
+		}
+		if se := math.Sqrt(2 * float64(tc.n) / draws); math.Abs(mean-float64(tc.n)) > 4*se {
+			t.Errorf("n=%d r=%d: mean z^T P^-1 z = %v, want %d +- %v", tc.n, r, mean, tc.n, 4*se)
+		}
+	}
+}
+
+func TestPivotedCholeskyAndWoodburyRejectBadInput(t *testing.T) {
+	row := func(i int, dst []float64) {}
+	if _, _, err := PivotedCholesky(func(int) float64 { return -1 }, row, 3, 2, 0); err == nil {
+		t.Error("negative diagonal: no error")
+	}
+	if _, _, err := PivotedCholesky(func(int) float64 { return 1 }, row, 0, 2, 0); err == nil {
+		t.Error("n = 0: no error")
+	}
+	for _, tc := range []struct {
+		L      []float64
+		n, r   int
+		sigma2 float64
+	}{{make([]float64, 5), 3, 2, 0.1}, {make([]float64, 6), 3, 2, 0}, {nil, 3, 0, math.NaN()}} {
+		if _, err := NewWoodbury(tc.L, tc.n, tc.r, tc.sigma2); err == nil {
+			t.Errorf("NewWoodbury(%d values, %d, %d, %v): no error", len(tc.L), tc.n, tc.r, tc.sigma2)
+		}
+	}
+}

@@ -10,9 +10,11 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/gpreduce/gpreduce/internal/coordinator"
 	"github.com/gpreduce/gpreduce/internal/shard"
 	"github.com/gpreduce/gpreduce/internal/train"
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
@@ -57,6 +59,10 @@ type jobFile struct {
 	GLBox                []float64 `json:"gl_box"`
 	MaxFeatures          *int32    `json:"max_features"`
 	ExactMaxRows         *int32    `json:"exact_max_rows"`
+	Inference            string    `json:"inference"`
+	Grid                 *int32    `json:"grid"`
+	Eigenfunctions       *int32    `json:"eigenfunctions"`
+	Samples              *int32    `json:"samples"`
 	Data                 *dataFile `json:"data"`
 	Shards               int32     `json:"shards"`
 	ShardTimeoutSeconds  int32     `json:"shard_timeout_seconds"`
@@ -297,6 +303,16 @@ func (f *jobFile) job(baseDir string) (*job, error) {
 	if f.ExactMaxRows != nil {
 		s.ExactMaxRows = int(*f.ExactMaxRows)
 	}
+	s.Inference = f.Inference
+	if f.Grid != nil {
+		s.Grid = int(*f.Grid)
+	}
+	if f.Eigenfunctions != nil {
+		s.Eigenfunctions = int(*f.Eigenfunctions)
+	}
+	if f.Samples != nil {
+		s.Samples = int(*f.Samples)
+	}
 	for _, n := range f.NodesPerDim {
 		s.NodesPerDim = append(s.NodesPerDim, int(n))
 	}
@@ -399,23 +415,6 @@ func buildJobSpec(s train.Spec, src shard.Source, shards, timeoutSec int, baseDi
 	if timeoutSec < 0 || timeoutSec > 1<<30 {
 		return nil, fmt.Errorf("%s: %d seconds must not be negative (0 means 300)", names.name("shard-timeout"), timeoutSec)
 	}
-	spec := &pb.JobSpec{
-		Method: s.Method, Kernel: s.Kernel, Seed: s.Seed,
-		LengthscaleBounds:    s.LengthscaleBounds[:],
-		SignalVarianceBounds: s.SignalVarianceBounds[:],
-		NoiseVarianceBounds:  s.NoiseVarianceBounds[:],
-		MaxIter:              int32(s.MaxIter),
-		Features:             int32(s.Features),
-		GlBox:                s.GLBox,
-		MaxFeatures:          int32(s.MaxFeatures),
-		ExactMaxRows:         int32(s.ExactMaxRows),
-		Data: &pb.DataSource{Uri: uri, Format: format, Split: int32(src.Split), Header: src.Header,
-			Target: src.Target, Columns: src.Columns},
-		Shards:              int32(shards),
-		ShardTimeoutSeconds: int32(timeoutSec),
-	}
-	for _, n := range s.NodesPerDim {
-		spec.NodesPerDim = append(spec.NodesPerDim, int32(n))
-	}
-	return spec, nil
+	src.URI, src.Format = uri, format
+	return coordinator.JobSpecOf(s, src, shards, time.Duration(timeoutSec)*time.Second), nil
 }

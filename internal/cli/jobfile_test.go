@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/gpreduce/gpreduce/internal/shard"
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
 
@@ -147,5 +148,29 @@ func TestReadJobFileNamesTheFile(t *testing.T) {
 	}
 	if _, err := readJobFile(filepath.Join(dir, "nope.yaml")); err == nil || !strings.Contains(err.Error(), "nope.yaml") {
 		t.Errorf("missing file: %v", err)
+	}
+}
+
+// TestGRIEFSettingsReachTheJobSpec: the GRIEF settings survive both client paths, YAML job
+// files and submit's flags, into the JobSpec sent to the cluster.
+func TestGRIEFSettingsReachTheJobSpec(t *testing.T) {
+	j, err := parseJobFile([]byte("method: grief\ninference: type1\ngrid: 8\neigenfunctions: 300\nsamples: 40\ndata: {uri: /d/x.csv}\n"), "/d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := j.spec; s.GetInference() != "type1" || s.GetGrid() != 8 || s.GetEigenfunctions() != 300 || s.GetSamples() != 40 {
+		t.Errorf("YAML: %v", s)
+	}
+	sf := specFlags{method: "grief", kernel: "rbf", inference: "type1", grid: 6, eigenfunctions: 100, samples: 20}
+	s, err := sf.spec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := buildJobSpec(s, shard.Source{URI: "/d/x.csv", Format: "csv"}, 0, 0, ".", flagNames)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if js.GetInference() != "type1" || js.GetGrid() != 6 || js.GetEigenfunctions() != 100 || js.GetSamples() != 20 {
+		t.Errorf("flags: %v", js)
 	}
 }

@@ -163,7 +163,13 @@ func isIndex(s string) bool {
 
 // specFromPlan is the JobSpec form of p: the spec as stored, with every default filled in.
 func specFromPlan(p jobPlan) *pb.JobSpec {
-	s := p.Spec
+	return JobSpecOf(p.Spec, p.Source, p.Shards, p.ShardTimeout)
+}
+
+// JobSpecOf is the JobSpec message of a training spec, its data source, the fixed shard
+// count (0: automatic) and the shard timeout (0: the coordinator's default). It is the one
+// mapping from train.Spec to the wire; clients that build jobs from flags use it too.
+func JobSpecOf(s train.Spec, src shard.Source, shards int, shardTimeout time.Duration) *pb.JobSpec {
 	js := &pb.JobSpec{
 		Method:               s.Method,
 		Kernel:               s.Kernel,
@@ -181,11 +187,11 @@ func specFromPlan(p jobPlan) *pb.JobSpec {
 		Eigenfunctions:       int32(s.Eigenfunctions),
 		Samples:              int32(s.Samples),
 		Data: &pb.DataSource{
-			Uri: p.Source.URI, Format: p.Source.Format, Split: int32(p.Source.Split),
-			Header: p.Source.Header, Target: p.Source.Target, Columns: p.Source.Columns,
+			Uri: src.URI, Format: src.Format, Split: int32(src.Split),
+			Header: src.Header, Target: src.Target, Columns: src.Columns,
 		},
-		Shards:              int32(p.Shards),
-		ShardTimeoutSeconds: int32(p.ShardTimeout / time.Second),
+		Shards:              int32(shards),
+		ShardTimeoutSeconds: int32(shardTimeout / time.Second),
 	}
 	for _, v := range s.NodesPerDim {
 		js.NodesPerDim = append(js.NodesPerDim, int32(v))

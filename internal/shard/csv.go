@@ -57,15 +57,7 @@ type CSVOptions struct {
 // does not exist, select the target as an input, or select no input at all.
 func ReadCSV(r io.Reader, name string, opts CSVOptions) (*Table, error) {
 	lr := newLineReader(bufio.NewReaderSize(r, readBufSize), name, 0, 0)
-	first, _, err := lr.next()
-	if err == io.EOF {
-		return nil, emptyFileError(name, opts.Header)
-	}
-	if err != nil {
-		return nil, err
-	}
-	fields := splitFields(first, nil)
-	s, err := newSchema(name, opts, lr.line, fields)
+	s, fields, _, err := readSchema(lr, name, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -114,6 +106,25 @@ func maybeGunzip(r io.Reader, path string) (io.Reader, error) {
 			"not a valid gzip file (%v): compress it with gzip or remove the .gz suffix from its name", err)}
 	}
 	return zr, nil
+}
+
+// readSchema reads the first non-blank line of lr and builds the schema from it: the header,
+// or the first data row, which fixes the width. It returns that line's fields (valid until the
+// next read) and the offset where the line starts, for readers that own it as a data row.
+func readSchema(lr *lineReader, name string, opts CSVOptions) (*schema, [][]byte, int64, error) {
+	first, start, err := lr.next()
+	if err == io.EOF {
+		return nil, nil, 0, emptyFileError(name, opts.Header)
+	}
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	fields := splitFields(first, nil)
+	s, err := newSchema(name, opts, lr.line, fields)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	return s, fields, start, nil
 }
 
 func emptyFileError(name string, header bool) error {

@@ -95,15 +95,7 @@ func ReadRange(path string, ref Ref, opts CSVOptions) (*Table, error) {
 
 	// The schema, from the header or first row at the start of the file.
 	lr := newLineReader(bufio.NewReaderSize(io.NewSectionReader(f, 0, size), bufSize(size)), path, 0, 0)
-	first, _, err := lr.next()
-	if err == io.EOF {
-		return nil, emptyFileError(path, opts.Header)
-	}
-	if err != nil {
-		return nil, err
-	}
-	fields := splitFields(first, nil)
-	s, err := newSchema(path, opts, lr.line, fields)
+	s, fields, _, err := readSchema(lr, path, opts)
 	if err != nil {
 		return nil, err
 	}

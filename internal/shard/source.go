@@ -343,15 +343,7 @@ func readRangeHTTP(ctx context.Context, hc *httpClient, loc location, ref Ref, o
 	}
 
 	lr := newLineReader(bufio.NewReaderSize(st, readBufSize), name, 0, 0)
-	first, firstStart, err := lr.next()
-	if err == io.EOF {
-		return nil, emptyFileError(name, opts.Header)
-	}
-	if err != nil {
-		return nil, err
-	}
-	fields := splitFields(first, nil)
-	s, err := newSchema(name, opts, lr.line, fields)
+	s, fields, firstStart, err := readSchema(lr, name, opts)
 	if err != nil {
 		return nil, err
 	}

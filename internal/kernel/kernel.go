@@ -83,6 +83,13 @@ func (f Family) shape(r2 float64) (k0, q float64) {
 	panic("kernel: invalid family") // unreachable for values made by ParseFamily or the constants
 }
 
+// Profile returns the unit-variance kernel shape k0 at squared scaled distance r2 = r^2, so
+// that k(x, y) = SignalVariance * Profile(||L^-1 (x - y)||^2).
+func (f Family) Profile(r2 float64) float64 {
+	k0, _ := f.shape(r2)
+	return k0
+}
+
 // Kernel is a stationary ARD kernel k(x, x') = SignalVariance * k0(||L^-1 (x - x')||).
 // Lengthscales are in the units of the inputs; SignalVariance in squared units of the target.
 type Kernel struct {

@@ -260,6 +260,10 @@ func TestScheduleRate(t *testing.T) {
 		{"cosine past end", Schedule{Kind: "cosine", MinLR: 0.02}, 150, 100, 0.02},
 		{"cosine no length", Schedule{Kind: "cosine", MinLR: 0.02}, 10, 0, 0.1},
 		{"negative iter", Schedule{Kind: "exponential", Decay: 0.5}, -4, 100, 0.1},
+		{"multistep before", Schedule{Kind: "multistep", Decay: 0.1, Milestones: []float64{0.5, 0.7, 0.9}}, 49, 100, 0.1},
+		{"multistep first", Schedule{Kind: "multistep", Decay: 0.1, Milestones: []float64{0.5, 0.7, 0.9}}, 50, 100, 0.01},
+		{"multistep last", Schedule{Kind: "multistep", Decay: 0.1, Milestones: []float64{0.5, 0.7, 0.9}}, 95, 100, 0.0001},
+		{"multistep floor", Schedule{Kind: "multistep", Decay: 0.1, Milestones: []float64{0.5}, MinLR: 0.05}, 60, 100, 0.05},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -285,6 +289,9 @@ func TestScheduleValidate(t *testing.T) {
 		{Schedule{Kind: "step", Decay: 0.5}, "StepEvery"},
 		{Schedule{Kind: "cosine", MinLR: -1}, "MinLR"},
 		{Schedule{Kind: "cosine", MinLR: math.NaN()}, "MinLR"},
+		{Schedule{Kind: "multistep", Milestones: []float64{0.5}}, "Decay"},
+		{Schedule{Kind: "multistep", Decay: 0.1, Milestones: []float64{0.7, 0.5}}, "milestones"},
+		{Schedule{Kind: "multistep", Decay: 0.1, Milestones: []float64{1.5}}, "milestones"},
 	}
 	for _, tc := range bad {
 		if err := tc.s.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {

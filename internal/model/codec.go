@@ -116,8 +116,9 @@ func (e *encoder) model(m *Model) {
 		e.floats(x.Alpha)
 		e.floats(x.R)
 	}
-	// GRIEF comes last and is present only in GRIEF models, so models written before it existed
-	// (which end here) still decode.
+	// GRIEF comes after the fixed fields and is written only for GRIEF models (or as an absent
+	// flag before an expansion posterior), so models written before it existed (which end
+	// here) still decode.
 	if g := m.GRIEF; g != nil {
 		e.bool(true)
 		e.floats(g.Lengthscales)
@@ -138,6 +139,25 @@ func (e *encoder) model(m *Model) {
 	} else if m.GRIEFPost != nil {
 		e.bool(false)
 		e.err = errors.New("GRIEF posterior without a GRIEF map")
+	}
+	// The expansion posterior follows, after an explicit GRIEF-absent flag when there is no
+	// GRIEF section; models without it end as before.
+	if x := m.Expansion; x != nil {
+		if m.GRIEF == nil {
+			e.bool(false)
+		}
+		e.bool(true)
+		e.int(int(x.Kernel.Family))
+		e.floats(x.Kernel.Lengthscales)
+		e.float(x.Kernel.SignalVariance)
+		e.floats(x.X)
+		e.int(x.D)
+		e.floats(x.Alpha)
+		e.floats(x.Minus)
+		e.int(x.RMinus)
+		e.floats(x.Plus)
+		e.int(x.RPlus)
+		e.float(x.PlusScale)
 	}
 }
 
@@ -312,24 +332,52 @@ func (d *decoder) model() *Model {
 		x.R = d.floats()
 		m.Exact = x
 	}
-	if d.err == nil && len(d.b) != 0 && d.bool() {
-		g := &GRIEFParams{}
-		g.Lengthscales = d.floats()
-		g.SignalVariance = d.float()
-		g.Grid = d.floatss()
-		g.Q = d.floatss()
-		g.LogLam = d.floatss()
-		g.Idx = d.ints()
-		g.LogLamP = d.floats()
-		m.GRIEF = g
+	// The trailing GRIEF and expansion sections are optional: a model may end before either.
+	// Encode writes a false presence flag only for an absent GRIEF section directly before an
+	// expansion, so any other false flag here is corrupt, and every model Decode accepts
+	// encodes back to the bytes it was read from.
+	griefAbsent := false
+	if d.err == nil && len(d.b) != 0 {
 		if d.bool() {
-			q := &GRIEFPost{}
-			q.Inference = d.str()
-			q.Beta = d.floats()
-			q.C = d.floats()
-			q.W = d.floats()
-			q.Samples = d.int()
-			m.GRIEFPost = q
+			g := &GRIEFParams{}
+			g.Lengthscales = d.floats()
+			g.SignalVariance = d.float()
+			g.Grid = d.floatss()
+			g.Q = d.floatss()
+			g.LogLam = d.floatss()
+			g.Idx = d.ints()
+			g.LogLamP = d.floats()
+			m.GRIEF = g
+			if d.bool() {
+				q := &GRIEFPost{}
+				q.Inference = d.str()
+				q.Beta = d.floats()
+				q.C = d.floats()
+				q.W = d.floats()
+				q.Samples = d.int()
+				m.GRIEFPost = q
+			}
+		} else {
+			griefAbsent = true
+		}
+	}
+	if d.err == nil && (griefAbsent || len(d.b) != 0) {
+		if d.bool() {
+			x := &solver.ExpansionPredictor{}
+			x.Kernel.Family = kernel.Family(d.int())
+			x.Kernel.Lengthscales = d.floats()
+			x.Kernel.SignalVariance = d.float()
+			x.X = d.floats()
+			x.D = d.int()
+			x.Alpha = d.floats()
+			x.Minus = d.floats()
+			x.RMinus = d.int()
+			x.Plus = d.floats()
+			x.RPlus = d.int()
+			x.PlusScale = d.float()
+			m.Expansion = x
+		} else if d.err == nil {
+			d.err = fmt.Errorf("%w: an absent optional section written out", errTruncated)
 		}
 	}
 	if d.err == nil && len(d.b) != 0 {

@@ -7,6 +7,10 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas64"
+	"gonum.org/v1/gonum/mat"
+
 	"github.com/gpreduce/gpreduce/internal/kernel"
 	"github.com/gpreduce/gpreduce/internal/shard"
 	"github.com/gpreduce/gpreduce/internal/solver"
@@ -106,9 +110,53 @@ func exactModelOf(fam kernel.Family) *Model {
 	}
 }
 
+// expansionModel is a cg model over the data of exactModelOf(fam): the exact posterior as a
+// kernel expansion, Alpha = K^-1 y and Minus = R^-1 (K = R^T R, so Minus Minus^T = K^-1),
+// with no Plus term. It predicts what the exact model predicts.
+func expansionModel(fam kernel.Family) *Model {
+	m := exactModelOf(fam)
+	e := m.Exact
+	n := len(e.Alpha)
+	var R, Rinv mat.TriDense
+	R.SetRawTriangular(blas64.Triangular{Uplo: blas.Upper, Diag: blas.NonUnit, N: n, Stride: n, Data: e.R})
+	if err := Rinv.InverseTri(&R); err != nil {
+		panic(err) // a Cholesky factor of a well-conditioned matrix: unreachable
+	}
+	minus := make([]float64, n*n)
+	for i := 0; i < n; i++ {
+		for j := i; j < n; j++ {
+			minus[i*n+j] = Rinv.At(i, j)
+		}
+	}
+	m.Method, m.Exact = "cg", nil
+	m.Expansion = &solver.ExpansionPredictor{Kernel: e.Kernel, X: e.X, D: e.D, Alpha: e.Alpha, Minus: minus, RMinus: n}
+	return m
+}
+
+// kmcgModel is a kmcg-shaped model: the data of exactModelOf(matern52), a rank-3 Minus and a
+// rank-2 Plus scaled by the noise variance.
+func kmcgModel() *Model {
+	m := expansionModel(kernel.Matern52)
+	x := m.Expansion
+	n := len(x.Alpha)
+	rng := rand.New(rand.NewPCG(7, 8))
+	x.Minus, x.RMinus = make([]float64, n*3), 3
+	x.Plus, x.RPlus, x.PlusScale = make([]float64, n*2), 2, m.Hyper.NoiseVariance
+	for _, v := range [][]float64{x.Minus, x.Plus} {
+		for i := range v {
+			v[i] = 0.2 * rng.NormFloat64()
+		}
+	}
+	m.Method = "kmcg"
+	return m
+}
+
 // validModels are the hand-built models every round-trip and fuzz test starts from.
 func validModels() map[string]*Model {
-	return map[string]*Model{"gl": glModel(), "rff": rffModel(), "exact": exactModel(), "exact-matern32": exactModelOf(kernel.Matern32)}
+	return map[string]*Model{
+		"gl": glModel(), "rff": rffModel(), "exact": exactModel(), "exact-matern32": exactModelOf(kernel.Matern32),
+		"expansion": expansionModel(kernel.RBF), "expansion-kmcg": kmcgModel(),
+	}
 }
 
 func encode(t testing.TB, m *Model) []byte {

@@ -71,7 +71,7 @@ type GRIEFPost struct {
 
 // Model is a trained GP regression model. Hyper is in standardized units (inputs and target
 // scaled by Transform); Original converts. Exactly one of the posterior groups is set:
-// Features with GL or RFF, Exact, or GRIEFPost with GRIEF.
+// Features with GL or RFF, Exact, GRIEFPost with GRIEF, or Expansion.
 type Model struct {
 	Version    int
 	Method     string
@@ -93,6 +93,10 @@ type Model struct {
 
 	GRIEF     *GRIEFParams
 	GRIEFPost *GRIEFPost
+
+	// Expansion is the posterior of the conjugate-gradient methods cg and kmcg: a kernel
+	// expansion over stored standardized inputs with low-rank variance terms.
+	Expansion *solver.ExpansionPredictor
 }
 
 // GRIEFMap rebuilds the model's GRIEF feature map and validates it.
@@ -224,6 +228,8 @@ func (m *Model) Predict(x []float64, rows int) (Prediction, error) {
 			}
 		case m.Exact != nil:
 			m.Exact.Predict(xs[:n*m.D], mean, lv)
+		case m.Expansion != nil:
+			m.Expansion.Predict(xs[:n*m.D], mean, lv)
 		default:
 			return Prediction{}, fmt.Errorf("predict: model has no posterior")
 		}
@@ -399,6 +405,18 @@ func (m *Model) Validate() error {
 			if math.IsNaN(v) || math.IsInf(v, 0) {
 				return fmt.Errorf("GRIEF posterior: non-finite C")
 			}
+		}
+	}
+	if x := m.Expansion; x != nil {
+		groups++
+		if err := x.Validate(); err != nil {
+			return err
+		}
+		if x.D != d || x.Kernel.Dim() != d {
+			return fmt.Errorf("expansion posterior: D=%d and a kernel of %d lengthscales for d=%d", x.D, x.Kernel.Dim(), d)
+		}
+		if fam, _ := kernel.ParseFamily(m.Kernel); x.Kernel.Family != fam {
+			return fmt.Errorf("expansion posterior: %s kernel in a %s model", x.Kernel.Family, m.Kernel)
 		}
 	}
 	if groups != 1 {

@@ -360,7 +360,7 @@ func TestScore(t *testing.T) {
 // mutation changes a copy of a valid model into an invalid one.
 type mutation struct {
 	name   string
-	base   string // "gl", "rff" or "exact"
+	base   string // a key of validModels
 	mutate func(m *Model)
 }
 
@@ -426,6 +426,36 @@ func invalidModels() []mutation {
 			mutate: func(m *Model) { m.Exact.Kernel.Lengthscales = []float64{1, 1, 1} }},
 		{name: "exact kernel with fewer lengthscales than D", base: "exact",
 			mutate: func(m *Model) { m.Exact.Kernel.Lengthscales = []float64{1} }},
+
+		{name: "expansion and exact", base: "expansion", mutate: func(m *Model) { m.Exact = exactModel().Exact }},
+		{name: "exact and expansion", base: "exact", mutate: func(m *Model) { m.Expansion = kmcgModel().Expansion }},
+		{name: "expansion D", base: "expansion", mutate: func(m *Model) { m.Expansion.D = 1 }},
+		{name: "expansion of another dimension", base: "expansion", mutate: func(m *Model) {
+			x := m.Expansion // a valid 1-D expansion in a 2-D model
+			x.D, x.Kernel.Lengthscales, x.X = 1, x.Kernel.Lengthscales[:1], x.X[:len(x.Alpha)]
+		}},
+		{name: "expansion kernel of another family", base: "expansion", mutate: func(m *Model) { m.Expansion.Kernel.Family = kernel.Matern32 }},
+		{name: "expansion kernel of unknown family", base: "expansion", mutate: func(m *Model) { m.Expansion.Kernel.Family = kernel.Family(9) }},
+		{name: "expansion kernel with more lengthscales than D", base: "expansion",
+			mutate: func(m *Model) { m.Expansion.Kernel.Lengthscales = []float64{1, 1, 1} }},
+		{name: "expansion zero signal", base: "expansion", mutate: func(m *Model) { m.Expansion.Kernel.SignalVariance = 0 }},
+		{name: "expansion of zero inputs", base: "expansion",
+			mutate: func(m *Model) { m.Expansion.Alpha, m.Expansion.X, m.Expansion.Minus = nil, nil, nil }},
+		{name: "expansion X short", base: "expansion", mutate: func(m *Model) { m.Expansion.X = m.Expansion.X[:11] }},
+		{name: "expansion alpha long", base: "expansion", mutate: func(m *Model) { m.Expansion.Alpha = append(m.Expansion.Alpha, 0) }},
+		{name: "expansion Minus short", base: "expansion", mutate: func(m *Model) { m.Expansion.Minus = m.Expansion.Minus[:35] }},
+		{name: "expansion RMinus zero", base: "expansion", mutate: func(m *Model) { m.Expansion.RMinus = 0 }},
+		{name: "expansion RMinus wrong", base: "expansion-kmcg", mutate: func(m *Model) { m.Expansion.RMinus = 2 }},
+		{name: "expansion RMinus huge", base: "expansion-kmcg", mutate: func(m *Model) { m.Expansion.RMinus = math.MaxInt32 }},
+		{name: "expansion Plus without rank", base: "expansion-kmcg", mutate: func(m *Model) { m.Expansion.RPlus = 0 }},
+		{name: "expansion RPlus negative", base: "expansion-kmcg", mutate: func(m *Model) { m.Expansion.RPlus = -2 }},
+		{name: "expansion Plus short", base: "expansion-kmcg", mutate: func(m *Model) { m.Expansion.Plus = m.Expansion.Plus[:11] }},
+		{name: "expansion negative Plus scale", base: "expansion-kmcg", mutate: func(m *Model) { m.Expansion.PlusScale = -0.1 }},
+		{name: "expansion NaN Plus scale", base: "expansion-kmcg", mutate: func(m *Model) { m.Expansion.PlusScale = math.NaN() }},
+		{name: "expansion NaN alpha", base: "expansion", mutate: func(m *Model) { m.Expansion.Alpha[2] = math.NaN() }},
+		{name: "expansion infinite X", base: "expansion", mutate: func(m *Model) { m.Expansion.X[0] = math.Inf(1) }},
+		{name: "expansion NaN Minus", base: "expansion", mutate: func(m *Model) { m.Expansion.Minus[5] = math.NaN() }},
+		{name: "expansion infinite Plus", base: "expansion-kmcg", mutate: func(m *Model) { m.Expansion.Plus[3] = math.Inf(-1) }},
 	}
 }
 
@@ -521,9 +551,14 @@ func TestDecodeEveryPrefix(t *testing.T) {
 }
 
 // FuzzDecode: Decode never panics, and a model it accepts predicts a couple of rows without
-// panicking, round-trips through its encoding and decodes again.
+// panicking and encodes back to exactly the bytes it was decoded from.
 func FuzzDecode(f *testing.F) {
-	for _, name := range []string{"gl", "rff", "exact", "exact-matern32"} {
+	griefExp := griefModel(f)
+	griefExp.Expansion = expansionModel(kernel.RBF).Expansion // invalid: two posteriors
+	for _, m := range []*Model{griefModel(f), griefExp} {
+		f.Add(encode(f, m))
+	}
+	for _, name := range []string{"gl", "rff", "exact", "exact-matern32", "expansion", "expansion-kmcg"} {
 		b := encode(f, validModels()[name])
 		f.Add(b)
 		f.Add(b[:len(b)/2])
@@ -558,6 +593,9 @@ func FuzzDecode(f *testing.F) {
 		b, err := m.Bytes()
 		if err != nil {
 			t.Fatalf("re-encode: %v", err)
+		}
+		if !bytes.Equal(b, data) {
+			t.Fatalf("a decoded model re-encodes to %d different bytes (read %d)", len(b), len(data))
 		}
 		if _, err := Decode(bytes.NewReader(b)); err != nil {
 			t.Fatalf("a decoded model does not decode after re-encoding: %v", err)

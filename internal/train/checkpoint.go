@@ -36,6 +36,7 @@ type Checkpoint struct {
 	Gram      *reduce.Gram          // gl: the reduced statistic, when under Hooks.MaxStatsBytes
 	Start     []float64             // the start search's point
 	LBFGS     *optimizer.LBFGSState // the optimizer after its last completed iteration
+	Adam      *optimizer.AdamState  // cg: Adam after its last completed step
 	Trace     []float64             // objective by iteration
 }
 
@@ -96,10 +97,13 @@ func newRun(spec Spec, hooks Hooks) (*run, error) {
 }
 
 func (r *run) iteration() int {
-	if r.ck.LBFGS == nil {
-		return 0
+	switch {
+	case r.ck.LBFGS != nil:
+		return r.ck.LBFGS.Iter
+	case r.ck.Adam != nil:
+		return r.ck.Adam.Iter
 	}
-	return r.ck.LBFGS.Iter
+	return 0
 }
 
 // save encodes the checkpoint and hands it to Hooks.Save.
@@ -112,8 +116,12 @@ func (r *run) save(ctx context.Context) error {
 		return fmt.Errorf("encode checkpoint: %w", err)
 	}
 	obj := 0.0
-	if r.ck.LBFGS != nil && r.ck.N > 0 {
+	switch {
+	case r.ck.N <= 0:
+	case r.ck.LBFGS != nil:
 		obj = r.ck.LBFGS.F / float64(r.ck.N)
+	case r.ck.Adam != nil:
+		obj = r.ck.Adam.F / float64(r.ck.N)
 	}
 	if err := r.hooks.Save(ctx, r.iteration(), obj, b.Bytes()); err != nil {
 		return fmt.Errorf("save checkpoint: %w", err)

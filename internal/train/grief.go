@@ -205,18 +205,29 @@ func (r *run) griefGrid(ctx context.Context, eng engine.Engine, p *prepared) ([]
 // griefInit fits the exact GP on a seeded random sample of min(n, griefInitRows) rows and
 // returns its hyperparameters (standardized units) as the fixed theta and sigma0^2.
 func (r *run) griefInit(ctx context.Context, eng engine.Engine, p *prepared, fam kernel.Family) (model.Hyper, error) {
-	d := p.d
-	st, err := eng.Reduce(ctx, shard.SampleTask{K: griefInitRows, Seed: r.spec.Seed})
+	theta, err := r.sampleInit(ctx, eng, p, fam, griefInitRows)
 	if err != nil {
-		return model.Hyper{}, fmt.Errorf("sample pass: %w", err)
+		return model.Hyper{}, err
+	}
+	return hyperOf(theta, p.d), nil
+}
+
+// sampleInit fits the exact GP by maximum likelihood (the start search, then box-constrained
+// L-BFGS) on a random sample of min(n, rows) rows drawn by a seeded bottom-k pass, and returns
+// its log-hyperparameters theta = (log l, log sigma_f^2, log sigma_n^2), standardized units.
+func (r *run) sampleInit(ctx context.Context, eng engine.Engine, p *prepared, fam kernel.Family, rows int) ([]float64, error) {
+	d := p.d
+	st, err := eng.Reduce(ctx, shard.SampleTask{K: rows, Seed: r.spec.Seed})
+	if err != nil {
+		return nil, fmt.Errorf("sample pass: %w", err)
 	}
 	smp, ok := st.(*reduce.Sample)
 	if !ok {
-		return model.Hyper{}, fmt.Errorf("sample pass returned %T", st)
+		return nil, fmt.Errorf("sample pass returned %T", st)
 	}
 	n := len(smp.Y)
 	if n < 2 || len(smp.X) != n*d {
-		return model.Hyper{}, fmt.Errorf("sample pass gave %d rows of %d values for d=%d", n, len(smp.X), d)
+		return nil, fmt.Errorf("sample pass gave %d rows of %d values for d=%d", n, len(smp.X), d)
 	}
 	x, y := make([]float64, n*d), make([]float64, n)
 	for i := 0; i < n; i++ {
@@ -228,9 +239,9 @@ func (r *run) griefInit(ctx context.Context, eng engine.Engine, p *prepared, fam
 	lower, upper := box(r.spec, d)
 	theta, err := prob.fit(ctx, lower, upper, r.spec.maxIter())
 	if err != nil {
-		return model.Hyper{}, fmt.Errorf("initial hyperparameters: %w", err)
+		return nil, fmt.Errorf("initial hyperparameters: %w", err)
 	}
-	return hyperOf(theta, d), nil
+	return theta, nil
 }
 
 // griefType2 maximises the likelihood over (log w~, log s2) from the base kernel.

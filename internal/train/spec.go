@@ -12,7 +12,7 @@ import (
 // lengthscale of 1 is one standard deviation of its input column and a noise variance of 0.1
 // is a tenth of the target's variance.
 type Spec struct {
-	Method string `json:"method" yaml:"method"` // gl, rff, exact or grief
+	Method string `json:"method" yaml:"method"` // gl, rff, exact, grief, cg or kmcg
 	Kernel string `json:"kernel" yaml:"kernel"` // rbf, matern12, matern32, matern52
 	Seed   uint64 `json:"seed" yaml:"seed"`
 
@@ -40,6 +40,18 @@ type Spec struct {
 	Grid           int    `json:"grid,omitempty" yaml:"grid,omitempty"`                     // inducing points per dimension, m_bar (default DefaultGRIEFGrid)
 	Eigenfunctions int    `json:"eigenfunctions,omitempty" yaml:"eigenfunctions,omitempty"` // p, the number of eigenfunctions (default DefaultGRIEFEigenfunctions)
 	Samples        int    `json:"samples,omitempty" yaml:"samples,omitempty"`               // type1: retained MALA samples (default DefaultGRIEFSamples)
+
+	// Conjugate gradients: cg (BBMM-style training, digest 004) and kmcg (digest 003).
+	Truncation   string  `json:"truncation,omitempty" yaml:"truncation,omitempty"`       // cg: fixed (default; J = cg_iters) or rr (Russian roulette)
+	CGIters      int     `json:"cg_iters,omitempty" yaml:"cg_iters,omitempty"`           // cg fixed: J per solve; kmcg: most search directions P (default DefaultCGIters)
+	RRMin        int     `json:"rr_min,omitempty" yaml:"rr_min,omitempty"`               // cg rr: J_min (default DefaultRRMin)
+	RRRate       float64 `json:"rr_rate,omitempty" yaml:"rr_rate,omitempty"`             // cg rr: lambda of P(J) ~ exp(-lambda J) (default DefaultRRRate)
+	Probes       int     `json:"probes,omitempty" yaml:"probes,omitempty"`               // cg: Hutchinson probes t (default DefaultProbes)
+	PrecondRank  int     `json:"precond_rank,omitempty" yaml:"precond_rank,omitempty"`   // cg: pivoted-Cholesky rank k (default DefaultPrecondRank; -1 for none)
+	LearningRate float64 `json:"learning_rate,omitempty" yaml:"learning_rate,omitempty"` // cg: Adam base rate (default DefaultCGLearningRate)
+	CGTol        float64 `json:"cg_tol,omitempty" yaml:"cg_tol,omitempty"`               // cg: prediction solve tolerance (default 1e-4); kmcg: stop when ||r|| <= tol ||y_M|| (default 0.01)
+	Subset       int     `json:"subset,omitempty" yaml:"subset,omitempty"`               // kmcg: M inducing inputs from the rows (default all)
+	VarianceRank int     `json:"variance_rank,omitempty" yaml:"variance_rank,omitempty"` // cg: rank of the Lanczos variance cache (default DefaultVarianceRank)
 }
 
 // Defaults used when a Spec leaves a field at its zero value.
@@ -53,6 +65,17 @@ const (
 	DefaultGRIEFEigenfunctions = 1000 // p, as in the paper's GRIEF-I experiments
 	DefaultGRIEFSamples        = 180  // (10000 - 1000) / 50: the paper's MALA run
 	MaxGRIEFGrid               = 1024
+
+	DefaultCGIters        = 100  // J of fixed CG and P of KMCG, as in the papers' experiments
+	DefaultRRMin          = 80   // J_min of RR-CG: with lambda 0.05, E[J] ~= 100 (digest 004 §6)
+	DefaultRRRate         = 0.05 // lambda of RR-CG: sd(J) ~= 20
+	DefaultProbes         = 10   // Hutchinson probes (GPyTorch's num_trace_samples)
+	DefaultPrecondRank    = 5    // pivoted-Cholesky rank (digest 004 §1.5)
+	DefaultCGLearningRate = 0.05 // Adam base rate, decayed x0.1 at 50%, 70% and 90% of the steps
+	DefaultCGPredictTol   = 1e-4 // relative residual of the prediction solve (digest 004 §6)
+	DefaultKMCGTol        = 0.01 // KMCG stopping rule ||r|| <= 0.01 ||y_M|| (digest 003 §2.4)
+	DefaultVarianceRank   = 100  // rank of the LOVE-style variance cache (digest 004 §6)
+	MaxCGPredictIters     = 1000 // cap on the prediction solve (digest 004 §6)
 )
 
 // DefaultSpec returns the defaults for a method: kernel rbf, lengthscales in [0.1, 2],
@@ -72,11 +95,11 @@ func DefaultSpec(method string) Spec {
 // input columns; d <= 0 skips the checks that need it.
 func (s *Spec) Validate(d int) error {
 	switch s.Method {
-	case "gl", "rff", "exact", "grief":
+	case "gl", "rff", "exact", "grief", "cg", "kmcg":
 	case "":
-		return fmt.Errorf("method: not set; use gl, rff, exact or grief")
+		return fmt.Errorf("method: not set; use gl, rff, exact, grief, cg or kmcg")
 	default:
-		return fmt.Errorf("method: unknown method %q; use gl, rff, exact or grief", s.Method)
+		return fmt.Errorf("method: unknown method %q; use gl, rff, exact, grief, cg or kmcg", s.Method)
 	}
 	if _, err := kernel.ParseFamily(s.Kernel); err != nil {
 		return fmt.Errorf("kernel: %w", err)
@@ -141,7 +164,98 @@ func (s *Spec) Validate(d int) error {
 	if s.Samples > 1e6 {
 		return fmt.Errorf("samples: %d is more than 1e6; the chain would take %d iterations", s.Samples, s.Samples*griefThin)
 	}
+	return s.validateCG()
+}
+
+// validateCG checks the settings of the conjugate-gradient methods.
+func (s *Spec) validateCG() error {
+	cg, kmcg := s.Method == "cg", s.Method == "kmcg"
+	onlyFor := func(field string, ok bool, methods string) error {
+		if !ok {
+			return fmt.Errorf("%s: a %s setting; drop it for method %s", field, methods, s.Method)
+		}
+		return nil
+	}
+	switch s.Truncation {
+	case "", "fixed", "rr":
+	default:
+		return fmt.Errorf("truncation: unknown truncation %q; use fixed (J = cg-iters) or rr (Russian roulette)", s.Truncation)
+	}
+	checks := []struct {
+		field   string
+		set     bool
+		ok      bool
+		methods string
+	}{
+		{"truncation", s.Truncation != "", cg, "cg"},
+		{"cg-iters", s.CGIters != 0, cg || kmcg, "cg and kmcg"},
+		{"rr-min", s.RRMin != 0, cg && s.Truncation == "rr", "cg --truncation rr"},
+		{"rr-rate", s.RRRate != 0, cg && s.Truncation == "rr", "cg --truncation rr"},
+		{"probes", s.Probes != 0, cg, "cg"},
+		{"precond-rank", s.PrecondRank != 0, cg, "cg"},
+		{"learning-rate", s.LearningRate != 0, cg, "cg"},
+		{"cg-tol", s.CGTol != 0, cg || kmcg, "cg and kmcg"},
+		{"subset", s.Subset != 0, kmcg, "kmcg"},
+		{"variance-rank", s.VarianceRank != 0, cg, "cg"},
+	}
+	for _, c := range checks {
+		if c.set {
+			if err := onlyFor(c.field, c.ok, c.methods); err != nil {
+				return err
+			}
+		}
+	}
+	switch {
+	case s.CGIters < 0:
+		return fmt.Errorf("cg-iters: %d is negative; give a positive number (or 0 for the default %d)", s.CGIters, DefaultCGIters)
+	case s.RRMin < 0:
+		return fmt.Errorf("rr-min: %d is negative; give J_min >= 1 (or 0 for the default %d)", s.RRMin, DefaultRRMin)
+	case s.RRRate < 0 || math.IsNaN(s.RRRate) || math.IsInf(s.RRRate, 0):
+		return fmt.Errorf("rr-rate: %g must be positive and finite (0.05 to 0.1 gives sd(J) of 20 to 10)", s.RRRate)
+	case s.Probes < 0 || s.Probes > 1000:
+		return fmt.Errorf("probes: %d; give 1 to 1000 (or 0 for the default %d)", s.Probes, DefaultProbes)
+	case s.PrecondRank < -1:
+		return fmt.Errorf("precond-rank: %d; give a rank >= 1, -1 for no preconditioner, or 0 for the default %d", s.PrecondRank, DefaultPrecondRank)
+	case s.LearningRate < 0 || math.IsNaN(s.LearningRate) || math.IsInf(s.LearningRate, 0):
+		return fmt.Errorf("learning-rate: %g must be positive and finite", s.LearningRate)
+	case s.CGTol < 0 || s.CGTol >= 1 || math.IsNaN(s.CGTol):
+		return fmt.Errorf("cg-tol: %g must lie in (0, 1)", s.CGTol)
+	case s.Subset < 0:
+		return fmt.Errorf("subset: %d is negative; give the number of inducing rows M (or 0 for all rows)", s.Subset)
+	case s.VarianceRank < 0:
+		return fmt.Errorf("variance-rank: %d is negative; give a positive rank (or 0 for the default %d)", s.VarianceRank, DefaultVarianceRank)
+	}
 	return nil
+}
+
+func (s *Spec) cgIters() int { return orInt(s.CGIters, DefaultCGIters) }
+func (s *Spec) rrMin() int   { return orInt(s.RRMin, DefaultRRMin) }
+func (s *Spec) probes() int  { return orInt(s.Probes, DefaultProbes) }
+func (s *Spec) varRank() int { return orInt(s.VarianceRank, DefaultVarianceRank) }
+func (s *Spec) precondRank() int {
+	switch s.PrecondRank {
+	case 0:
+		return DefaultPrecondRank
+	case -1:
+		return 0
+	}
+	return s.PrecondRank
+}
+func (s *Spec) rrRate() float64       { return orFloat(s.RRRate, DefaultRRRate) }
+func (s *Spec) learningRate() float64 { return orFloat(s.LearningRate, DefaultCGLearningRate) }
+
+func orInt(v, def int) int {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+func orFloat(v, def float64) float64 {
+	if v == 0 {
+		return def
+	}
+	return v
 }
 
 func (s *Spec) griefInference() string {

@@ -58,6 +58,10 @@ func Run(ctx context.Context, eng engine.Engine, spec Spec, hooks Hooks) (*model
 		return r.trainExact(ctx, eng, p)
 	case "grief":
 		return r.trainGRIEF(ctx, eng, p)
+	case "cg":
+		return r.trainCG(ctx, eng, p)
+	case "kmcg":
+		return r.trainKMCG(ctx, eng, p)
 	}
 	return nil, fmt.Errorf("method: unknown method %q", spec.Method)
 }

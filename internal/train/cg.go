@@ -1,0 +1,446 @@
+package train
+
+// The exact GP trained by distributed conjugate gradients (paper 004, Potapczynski et al.
+// 2021, digest 004), BBMM-style (Gardner et al. 2018): the kernel matrix is never formed on
+// the coordinator; every product K_hat V is a map round over the shards (kernelop.go). The
+// objective is L(theta) = 1/2 (log|K_hat| + y^T K_hat^-1 y + n log 2 pi), K_hat = K + sigma_n^2 I,
+// minimised by Adam with the stochastic gradient of digest 004 eq. (3).
+//
+// The algorithm, step by step:
+//
+//  1. moments pass (standardization; run.prepare);
+//  2. the start: the exact GP's likelihood maximised on a seeded random sample of min(n, 1000)
+//     rows (sampleInit). The paper starts from GPyTorch's defaults and takes 800-1500 Adam
+//     steps; starting near the optimum lets a default run take 100;
+//  3. rows pass: the standardized rows come to the coordinator, which keeps y and the CG
+//     state and sends X with every kernel map step;
+//  4. Adam over theta = (log l_1..log l_d, log sigma_f^2, log sigma_n^2), inside the spec's box,
+//     rate learning-rate decayed x0.1 at 50%, 70% and 90% of max-iter (digest 004 §6). Step t:
+//     a. P = L L^T + sigma_n^2 I, L the rank-k pivoted Cholesky of K from k kernel columns
+//     gathered from the shards (digest 004 §1.5), applied by Woodbury;
+//     b. probes z_1..z_p ~ N(0, P) (Rademacher without a preconditioner), from a random stream
+//     fixed by (seed, t), so a resumed run draws the same ones;
+//     c. one batched PCG on B = [z_1..z_p, y]: fixed truncation runs J = cg-iters iterations
+//     (biased, digest 004 Theorem 1); rr draws J_1, J_2 ~ P(J) ∝ exp(-lambda J) on
+//     J_min..n and keeps two Russian-roulette sums W_1, W_2 (digest 004 §4.2, §4.5);
+//     d. the gradient (eq. 3, §4.5 step 6), u_i the probe solves and w_1, w_2 the data solves:
+//     dL/dtheta_j = 1/2 [ (1/p) sum_i u_i^T dK_hat_j P^-1 z_i - w_1^T dK_hat_j w_2 ],
+//     the forms a^T (dK/dtheta_j) b in one map round and dK_hat/dlog sigma_n^2 = sigma_n^2 I;
+//     e. the objective's value, for the trace only: y^T w plus the SLQ log-determinant from the
+//     probes' CG coefficients and log|P| (§1.4); like the gradient it is biased for fixed J;
+//  5. the posterior at the final theta: PCG on [y, z_1..z_p] to relative residual cg-tol (at
+//     most 1000 iterations; digest 004 §6) gives alpha = K_hat^-1 y and the SLQ log marginal
+//     likelihood; variance-rank Lanczos steps on K_hat from y with full reorthogonalisation give
+//     the LOVE cache K_hat^-1 ~= Q T^-1 Q^T, stored as Minus = Q L_T^-T (T = L_T L_T^T), whose
+//     variances are never below the exact ones.
+//
+// Checkpoints hold the start and Adam's state after each step; the rows pass is repeated on
+// resume (deterministic), so a resumed run gives the same model bits.
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas64"
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/gpreduce/gpreduce/internal/engine"
+	"github.com/gpreduce/gpreduce/internal/kernel"
+	"github.com/gpreduce/gpreduce/internal/model"
+	"github.com/gpreduce/gpreduce/internal/optimizer"
+	"github.com/gpreduce/gpreduce/internal/reduce"
+	"github.com/gpreduce/gpreduce/internal/solver"
+)
+
+const (
+	// cgInitRows is the size of the random sample the exact GP starts theta from.
+	cgInitRows = 1000
+	// cgTrainTol is the relative residual at which a training solve stops before its
+	// truncation (the reference code's training tolerance).
+	cgTrainTol = 1e-8
+	// cgStream separates the probe and truncation streams from the spec seed's other uses.
+	cgStream = 0x6367 << 32
+	// cgFinalStep keys the random stream of the final solve's probes.
+	cgFinalStep = 1 << 31
+)
+
+func (r *run) trainCG(ctx context.Context, eng engine.Engine, p *prepared) (*model.Model, error) {
+	spec, obs := r.spec, r.obs
+	fam, _ := kernel.ParseFamily(spec.Kernel)
+	d := p.d
+
+	// Step 2: the start.
+	if r.ck.Phase < phaseStarted {
+		theta, err := r.sampleInit(ctx, eng, p, fam, cgInitRows)
+		if err != nil {
+			return nil, fmt.Errorf("cg: %w", err)
+		}
+		lower, upper := box(spec, d)
+		for i := range theta {
+			theta[i] = clamp(theta[i], lower[i], upper[i])
+		}
+		r.ck.Phase, r.ck.Start = phaseStarted, theta
+		if err := r.save(ctx); err != nil {
+			return nil, err
+		}
+	}
+
+	// Step 3: the rows.
+	prob, err := newCGProblem(ctx, eng, p, fam, spec)
+	if err != nil {
+		return nil, fmt.Errorf("cg: %w", err)
+	}
+	mode := fmt.Sprintf("fixed J = %d", spec.cgIters())
+	if spec.Truncation == "rr" {
+		mode = fmt.Sprintf("Russian roulette J_min = %d, lambda = %g, E[J] = %.1f", spec.rrMin(), spec.rrRate(), prob.trunc.Mean())
+	}
+	obs(Event{Phase: "sizing", Message: fmt.Sprintf("%d rows over %d shards; %s, %d probes, preconditioner rank %d", p.n, len(eng.Shards()), mode, spec.probes(), spec.precondRank())})
+
+	// Step 4: Adam.
+	maxIter := spec.maxIter()
+	st := r.ck.Adam
+	if st == nil {
+		st = optimizer.NewAdamState(r.ck.Start)
+	}
+	lower, upper := box(spec, d)
+	set := optimizer.AdamSettings{
+		LearningRate: spec.learningRate(), MaxIter: maxIter,
+		Schedule: optimizer.Schedule{Kind: "multistep", Decay: 0.1, Milestones: []float64{0.5, 0.7, 0.9}},
+	}
+	obj := func(theta, grad []float64) (float64, error) {
+		rng := rand.New(rand.NewPCG(spec.Seed, cgStream+uint64(st.Iter)))
+		e, err := prob.eval(theta, rng)
+		if err != nil {
+			return 0, err
+		}
+		copy(grad, e.grad)
+		return e.value, nil
+	}
+	err = optimizer.MinimizeAdam(ctx, obj, st, lower, upper, set, func(s *optimizer.AdamState) error {
+		for len(r.ck.Trace) < s.Iter {
+			r.ck.Trace = append(r.ck.Trace, 0)
+		}
+		if s.Iter > 0 {
+			r.ck.Trace[s.Iter-1] = s.F
+		}
+		r.ck.Adam = s
+		obs(Event{Phase: "optimize", Iteration: s.Iter, MaxIter: maxIter, Objective: s.F / float64(p.n)})
+		return r.save(ctx)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cg: optimize hyperparameters: %w", err)
+	}
+	fit := &fitted{theta: append([]float64(nil), st.X...), trace: append([]float64(nil), r.ck.Trace...), iters: st.Iter}
+
+	// Step 5: the posterior.
+	obs(Event{Phase: "fit", Message: "posterior: CG solve to tolerance and the Lanczos variance cache"})
+	pred, lml, err := prob.posterior(fit.theta, rand.New(rand.NewPCG(spec.Seed, cgStream+cgFinalStep)), obs)
+	if err != nil {
+		return nil, fmt.Errorf("cg: posterior: %w", err)
+	}
+	m := newModel(spec, p, fit, lml)
+	m.Expansion = pred
+	return m, nil
+}
+
+// cgProblem holds what every CG step needs: the standardized rows and the settings.
+type cgProblem struct {
+	ctx     context.Context
+	eng     engine.Engine
+	fam     kernel.Family
+	d, n    int
+	x, y    []float64
+	offsets []int
+	spec    Spec
+	trunc   solver.Truncation // rr only
+	// basisProbes replaces the random probes by sqrt(n) e_1..sqrt(n) e_n, which makes the
+	// trace and SLQ terms exact (tests only; needs no preconditioner).
+	basisProbes bool
+}
+
+// gatherRows collects the standardized rows in shard order and each shard's first row.
+func gatherRows(ctx context.Context, eng engine.Engine, p *prepared) (x, y []float64, offsets []int, err error) {
+	parts, err := eng.Gather(ctx, &RowsTask{Transform: p.tf})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("gather rows: %w", err)
+	}
+	offsets = make([]int, 1, len(parts)+1)
+	for i, st := range parts {
+		rows, ok := st.(*reduce.Rows)
+		if !ok || rows.D != p.d {
+			return nil, nil, nil, fmt.Errorf("gather rows: shard %d returned %T", i, st)
+		}
+		x = append(x, rows.X...)
+		y = append(y, rows.Y...)
+		offsets = append(offsets, len(y))
+	}
+	if len(y) != p.n {
+		return nil, nil, nil, fmt.Errorf("gather rows: %d rows, the moments pass counted %d", len(y), p.n)
+	}
+	return x, y, offsets, nil
+}
+
+func newCGProblem(ctx context.Context, eng engine.Engine, p *prepared, fam kernel.Family, spec Spec) (*cgProblem, error) {
+	x, y, offsets, err := gatherRows(ctx, eng, p)
+	if err != nil {
+		return nil, err
+	}
+	c := &cgProblem{ctx: ctx, eng: eng, fam: fam, d: p.d, n: p.n, x: x, y: y, offsets: offsets, spec: spec}
+	if spec.Truncation == "rr" {
+		c.trunc = solver.Truncation{Lambda: spec.rrRate(), JMin: min(spec.rrMin(), p.n), JMax: p.n}
+	}
+	return c, nil
+}
+
+// operator returns K_hat at log-hyperparameters theta as a distributed operator.
+func (c *cgProblem) operator(theta []float64) (*kernelOperator, model.Hyper) {
+	h := hyperOf(theta, c.d)
+	op := &KernelOp{Kernel: kernel.Kernel{Family: c.fam, Lengthscales: h.Lengthscales, SignalVariance: h.SignalVariance}, X: c.x, Offsets: c.offsets}
+	return &kernelOperator{ctx: c.ctx, eng: c.eng, op: op, noise: h.NoiseVariance}, h
+}
+
+// precond builds P = L L^T + sigma_n^2 I from the rank-k pivoted Cholesky of K (diag K =
+// sigma_f^2 for a stationary kernel; each pivot's column is one map round). It returns nil
+// when the spec asks for no preconditioner.
+func (c *cgProblem) precond(kop *kernelOperator, h model.Hyper) (solver.Preconditioner, error) {
+	k := c.spec.precondRank()
+	if k == 0 || c.basisProbes {
+		return nil, nil
+	}
+	var colErr error
+	L, r, err := solver.PivotedCholesky(
+		func(int) float64 { return h.SignalVariance },
+		func(i int, dst []float64) {
+			col, err := kop.column(i)
+			if err != nil {
+				colErr = err
+				clear(dst)
+				return
+			}
+			copy(dst, col)
+		}, c.n, k, 0)
+	if colErr != nil {
+		return nil, colErr
+	}
+	if err != nil {
+		return nil, err
+	}
+	w, err := solver.NewWoodbury(L, c.n, r, h.NoiseVariance)
+	if err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// probes fills the first t columns of B (n x (t+1), column-major) with probes and returns
+// P^-1 Z (n x t).
+func (c *cgProblem) probes(B []float64, t int, pre solver.Preconditioner, rng *rand.Rand) []float64 {
+	n := c.n
+	for i := 0; i < t; i++ {
+		col := B[i*n : (i+1)*n]
+		switch {
+		case c.basisProbes:
+			col[i] = math.Sqrt(float64(n))
+		case pre != nil:
+			pre.Sample(rng, col)
+		default:
+			for j := range col {
+				col[j] = 1
+				if rng.Uint64()&1 == 1 {
+					col[j] = -1
+				}
+			}
+		}
+	}
+	pz := make([]float64, n*t)
+	if pre != nil {
+		pre.Solve(pz, B[:n*t], t)
+	} else {
+		copy(pz, B[:n*t])
+	}
+	return pz
+}
+
+func (c *cgProblem) numProbes() int {
+	if c.basisProbes {
+		return c.n
+	}
+	return c.spec.probes()
+}
+
+// slqLogDet returns log|P| plus the mean over the probe columns of (z^T P^-1 z) e_1^T log(T) e_1,
+// T the Lanczos tridiagonal from that column's PCG coefficients (digest 004 §1.4).
+func (c *cgProblem) slqLogDet(res *solver.CGResult, B, pz []float64, cols []int, pre solver.Preconditioner) (float64, error) {
+	n := c.n
+	sum := 0.0
+	for i, col := range cols {
+		q, err := solver.LanczosQuadrature(res.Alpha[col], res.Beta[col], math.Log)
+		if err != nil {
+			return 0, fmt.Errorf("log-determinant: %w", err)
+		}
+		sum += dotf(B[col*n:(col+1)*n], pz[i*n:(i+1)*n]) * q
+	}
+	ld := sum / float64(len(cols))
+	if pre != nil {
+		ld += pre.LogDet()
+	}
+	return ld, nil
+}
+
+// cgEval is one step's objective estimate and gradient (total over the rows).
+type cgEval struct {
+	value float64
+	grad  []float64
+}
+
+// eval runs one training step's solves at theta (step 4 a-e).
+func (c *cgProblem) eval(theta []float64, rng *rand.Rand) (*cgEval, error) {
+	n, d := c.n, c.d
+	kop, h := c.operator(theta)
+	pre, err := c.precond(kop, h)
+	if err != nil {
+		return nil, fmt.Errorf("preconditioner: %w", err)
+	}
+	t := c.numProbes()
+	B := make([]float64, n*(t+1))
+	pz := c.probes(B, t, pre, rng)
+	copy(B[t*n:], c.y)
+
+	// U: probe solves (n x t); w1, w2: the data solves.
+	var U, w1, w2 []float64
+	var res *solver.CGResult
+	var yKy float64
+	if c.spec.Truncation == "rr" {
+		rr, err := solver.RRSolveQuad(kop, B, t+1, pre, c.trunc, cgTrainTol, rng)
+		if err != nil {
+			return nil, err
+		}
+		U = make([]float64, n*t)
+		for i := range U {
+			U[i] = 0.5 * (rr.W1[i] + rr.W2[i])
+		}
+		w1, w2, res, yKy = rr.W1[t*n:], rr.W2[t*n:], rr.CG, rr.Quad[t]
+	} else {
+		res, err = solver.BatchPCG(kop, B, t+1, pre, c.spec.cgIters(), cgTrainTol)
+		if err != nil {
+			return nil, err
+		}
+		U, w1 = res.X[:t*n], res.X[t*n:]
+		w2, yKy = w1, dotf(c.y, w1)
+	}
+
+	// The derivative forms: pairs (u_i, P^-1 z_i) and (w1, w2), one map round.
+	A := make([]float64, n*(t+1))
+	Bp := make([]float64, n*(t+1))
+	copy(A, U)
+	copy(A[t*n:], w1)
+	copy(Bp, pz)
+	copy(Bp[t*n:], w2)
+	forms, err := kop.quad(A, Bp, t+1)
+	if err != nil {
+		return nil, err
+	}
+	np := d + 1
+	grad := make([]float64, d+2)
+	for j := 0; j < np; j++ {
+		tr := 0.0
+		for i := 0; i < t; i++ {
+			tr += forms[i*np+j]
+		}
+		grad[j] = 0.5 * (tr/float64(t) - forms[t*np+j])
+	}
+	tr := 0.0
+	for i := 0; i < t; i++ {
+		tr += dotf(U[i*n:(i+1)*n], pz[i*n:(i+1)*n])
+	}
+	sn2 := h.NoiseVariance
+	grad[d+1] = 0.5 * sn2 * (tr/float64(t) - dotf(w1, w2))
+
+	cols := make([]int, t)
+	for i := range cols {
+		cols[i] = i
+	}
+	ld, err := c.slqLogDet(res, B, pz, cols, pre)
+	if err != nil {
+		return nil, err
+	}
+	return &cgEval{value: 0.5 * (yKy + ld + float64(n)*math.Log(2*math.Pi)), grad: grad}, nil
+}
+
+// posterior solves for alpha = K_hat^-1 y to the prediction tolerance, estimates the log
+// marginal likelihood by SLQ on the same batched run, and builds the LOVE variance cache.
+func (c *cgProblem) posterior(theta []float64, rng *rand.Rand, obs Observer) (*solver.ExpansionPredictor, float64, error) {
+	n, d := c.n, c.d
+	kop, h := c.operator(theta)
+	pre, err := c.precond(kop, h)
+	if err != nil {
+		return nil, 0, fmt.Errorf("preconditioner: %w", err)
+	}
+	tol := c.spec.CGTol
+	if tol == 0 {
+		tol = DefaultCGPredictTol
+	}
+	t := c.numProbes()
+	B := make([]float64, n*(t+1))
+	pz := c.probes(B, t, pre, rng)
+	// B = [z_1..z_t, y]: the probes first as in eval.
+	copy(B[t*n:], c.y)
+	res, err := solver.BatchPCG(kop, B, t+1, pre, MaxCGPredictIters, tol)
+	if err != nil {
+		return nil, 0, err
+	}
+	if !res.Converged[t] {
+		obs(Event{Phase: "fit", Message: fmt.Sprintf("warning: the mean solve stopped at %d iterations above relative residual %g", res.Iters[t], tol)})
+	}
+	alpha := append([]float64(nil), res.X[t*n:]...)
+	cols := make([]int, t)
+	for i := range cols {
+		cols[i] = i
+	}
+	ld, err := c.slqLogDet(res, B, pz, cols, pre)
+	if err != nil {
+		return nil, 0, err
+	}
+	lml := -0.5 * (dotf(c.y, alpha) + ld + float64(n)*math.Log(2*math.Pi))
+
+	// LOVE: K_hat^-1 ~= Q T^-1 Q^T; Minus = Q L^-T with T = L L^T.
+	Q, diag, off, rk, err := solver.LanczosBasis(kop, c.y, c.spec.varRank(), 1e-10)
+	if err != nil {
+		return nil, 0, err
+	}
+	T := mat.NewSymDense(rk, nil)
+	for j := 0; j < rk; j++ {
+		T.SetSym(j, j, diag[j])
+		if j > 0 {
+			T.SetSym(j, j-1, off[j-1])
+		}
+	}
+	var ch mat.Cholesky
+	if !ch.Factorize(T) {
+		return nil, 0, fmt.Errorf("the Lanczos tridiagonal of rank %d is not positive definite", rk)
+	}
+	var L mat.TriDense
+	ch.LTo(&L)
+	minus := make([]float64, n*rk) // row-major n x rk
+	for j := 0; j < rk; j++ {
+		for i := 0; i < n; i++ {
+			minus[i*rk+j] = Q[j*n+i]
+		}
+	}
+	Lb := L.RawTriangular()
+	blas64.Trsm(blas.Right, blas.Trans, 1, Lb, blas64.General{Rows: n, Cols: rk, Stride: rk, Data: minus})
+	return &solver.ExpansionPredictor{
+		Kernel: kop.op.Kernel, X: c.x, D: d, Alpha: alpha, Minus: minus, RMinus: rk,
+	}, lml, nil
+}
+
+func dotf(a, b []float64) float64 {
+	s := 0.0
+	for i := range a {
+		s += a[i] * b[i]
+	}
+	return s
+}

@@ -1,0 +1,592 @@
+package train
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/gpreduce/gpreduce/internal/kernel"
+	"github.com/gpreduce/gpreduce/internal/model"
+	"github.com/gpreduce/gpreduce/internal/reduce"
+	"github.com/gpreduce/gpreduce/internal/shard"
+	"github.com/gpreduce/gpreduce/internal/solver"
+)
+
+// kernelFixture is a KernelOp over synthetic standardized rows split into shards.
+func kernelFixture(t *testing.T, n, d, shards int, cache int64) (*KernelOp, []shard.Ref, []*shard.Table) {
+	t.Helper()
+	tab := synthTable(n, d, 11)
+	refs, tabs := shard.PartitionCount(tab, shards)
+	offsets := []int{0}
+	for _, tb := range tabs {
+		offsets = append(offsets, offsets[len(offsets)-1]+tb.N())
+	}
+	op := &KernelOp{Kernel: kernel.Kernel{Family: kernel.Matern52, Lengthscales: []float64{0.7, 1.3, 0.4}[:d], SignalVariance: 1.7}, X: tab.X, Offsets: offsets, CacheBytes: cache}
+	if err := op.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return op, refs, tabs
+}
+
+// runKernelTask runs a task on every shard and merges in shard order.
+func runKernelTask(t *testing.T, task *KernelTask, refs []shard.Ref, tabs []*shard.Table) reduce.Stats {
+	t.Helper()
+	var acc reduce.Stats
+	for i := range refs {
+		st, err := task.Map(context.Background(), refs[i], tabs[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if acc == nil {
+			acc = st
+		} else if err := acc.Merge(st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return acc
+}
+
+func TestKernelTaskMatchesDense(t *testing.T) {
+	const n, d, k = 300, 3, 3
+	rng := rand.New(rand.NewPCG(1, 2))
+	V := make([]float64, n*k)
+	W := make([]float64, n*k)
+	for i := range V {
+		V[i], W[i] = rng.NormFloat64(), rng.NormFloat64()
+	}
+	op, refs, tabs := kernelFixture(t, n, d, 4, 0)
+	K := make([]float64, n*n)
+	dK := make([][]float64, d+1)
+	for j := range dK {
+		dK[j] = make([]float64, n*n)
+	}
+	g := make([]float64, d+1)
+	for i := 0; i < n; i++ {
+		for m := 0; m < n; m++ {
+			K[i*n+m] = op.Kernel.EvalGrad(op.X[i*d:(i+1)*d], op.X[m*d:(m+1)*d], g)
+			for j := range g {
+				dK[j][i*n+m] = g[j]
+			}
+		}
+	}
+	idx := []int{3, 17, 150, 299}
+	cases := []struct {
+		name  string
+		cache int64
+		task  *KernelTask
+		want  []float64
+	}{
+		{"mvm cached", 0, &KernelTask{Kind: KernelMVM, K: k, V: V}, denseMul(K, n, n, V, k, nil)},
+		{"mvm on the fly", -1, &KernelTask{Kind: KernelMVM, K: k, V: V}, denseMul(K, n, n, V, k, nil)},
+		{"mvm columns", 0, &KernelTask{Kind: KernelMVM, K: 2, V: V[:len(idx)*2], Idx: idx}, denseMul(K, n, n, V[:len(idx)*2], 2, idx)},
+		{"cols", 0, &KernelTask{Kind: KernelCols, Idx: idx}, func() []float64 {
+			out := make([]float64, n*len(idx))
+			for i := 0; i < n; i++ {
+				for c, p := range idx {
+					out[i*len(idx)+c] = K[i*n+p]
+				}
+			}
+			return out
+		}()},
+		{"quad", 0, &KernelTask{Kind: KernelQuad, K: k, A: V, B: W}, func() []float64 {
+			out := make([]float64, k*(d+1))
+			for c := 0; c < k; c++ {
+				for j := 0; j <= d; j++ {
+					s := 0.0
+					for i := 0; i < n; i++ {
+						for m := 0; m < n; m++ {
+							s += V[c*n+i] * dK[j][i*n+m] * W[c*n+m]
+						}
+					}
+					out[c*(d+1)+j] = s
+				}
+			}
+			return out
+		}()},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			op, refs, tabs := kernelFixture(t, n, d, 4, tc.cache)
+			tc.task.Op = op
+			st := runKernelTask(t, tc.task, refs, tabs)
+			var got []float64
+			switch s := st.(type) {
+			case *reduce.Rows:
+				got = s.X
+			case *reduce.Sum:
+				got = s.Parts[0]
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("%d values, want %d", len(got), len(tc.want))
+			}
+			for i := range got {
+				if math.Abs(got[i]-tc.want[i]) > 1e-10*(1+math.Abs(tc.want[i])) {
+					t.Fatalf("value %d: %v, want %v", i, got[i], tc.want[i])
+				}
+			}
+		})
+	}
+	_ = refs
+	_ = tabs
+
+	// Cached and on-the-fly products are the same bits.
+	a, refs, tabs := kernelFixture(t, n, d, 4, 0)
+	b, _, _ := kernelFixture(t, n, d, 4, -1)
+	x := runKernelTask(t, &KernelTask{Op: a, Kind: KernelMVM, K: k, V: V}, refs, tabs).(*reduce.Rows).X
+	y := runKernelTask(t, &KernelTask{Op: b, Kind: KernelMVM, K: k, V: V}, refs, tabs).(*reduce.Rows).X
+	for i := range x {
+		if math.Float64bits(x[i]) != math.Float64bits(y[i]) {
+			t.Fatalf("cached and uncached products differ at %d: %v vs %v", i, x[i], y[i])
+		}
+	}
+}
+
+// denseMul returns rows of K[:, idx] V (row-major n x k) for V column-major.
+func denseMul(K []float64, n, m int, V []float64, k int, idx []int) []float64 {
+	cols := idx
+	if cols == nil {
+		cols = make([]int, m)
+		for i := range cols {
+			cols[i] = i
+		}
+	}
+	out := make([]float64, n*k)
+	for i := 0; i < n; i++ {
+		for c := 0; c < k; c++ {
+			s := 0.0
+			for j, p := range cols {
+				s += K[i*n+p] * V[c*len(cols)+j]
+			}
+			out[i*k+c] = s
+		}
+	}
+	return out
+}
+
+func TestKernelTaskRejectsBadShapes(t *testing.T) {
+	op, refs, tabs := kernelFixture(t, 50, 2, 2, 0)
+	bad := []*KernelTask{
+		{Op: op, Kind: KernelMVM, K: 2, V: make([]float64, 99)},
+		{Op: op, Kind: KernelMVM, K: 1, V: make([]float64, 2), Idx: []int{0, 50}},
+		{Op: op, Kind: KernelQuad, K: 1, A: make([]float64, 50), B: make([]float64, 49)},
+		{Op: op, Kind: KernelCols},
+		{Op: op, Kind: 9},
+		{Kind: KernelMVM},
+	}
+	for i, task := range bad {
+		if _, err := task.Map(context.Background(), refs[0], tabs[0]); err == nil {
+			t.Errorf("task %d: no error", i)
+		}
+	}
+	// A shard whose row count disagrees with the offsets is refused.
+	if _, err := (&KernelTask{Op: op, Kind: KernelCols, Idx: []int{0}}).Map(context.Background(), refs[0], tabs[1]); err == nil && tabs[0].N() != tabs[1].N() {
+		t.Error("mismatched shard accepted")
+	}
+	if _, err := (&KernelTask{Op: op, Kind: KernelCols, Idx: []int{0}}).Map(context.Background(), shard.Ref{Index: 5}, tabs[0]); err == nil {
+		t.Error("shard index out of range accepted")
+	}
+}
+
+// cgFixture is a cgProblem over synthetic data on the local engine.
+func cgFixture(t *testing.T, n, d, shards int, spec Spec) (*cgProblem, *reference) {
+	t.Helper()
+	eng := localEngine(t, synthTable(n, d, 5), shards, 2)
+	ref := newReference(t, eng, kernel.RBF)
+	c, err := newCGProblem(context.Background(), eng, ref.p, kernel.RBF, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, ref
+}
+
+// With all n basis probes and J = n, the CG objective and gradient are the exact ones.
+func TestCGObjectiveAndGradientMatchExact(t *testing.T) {
+	spec := DefaultSpec("cg")
+	spec.CGIters = 200
+	spec.PrecondRank = -1
+	c, ref := cgFixture(t, 120, 2, 3, spec)
+	c.basisProbes = true
+	for _, theta := range [][]float64{
+		{math.Log(0.5), math.Log(0.8), math.Log(1.2), math.Log(0.05)},
+		{math.Log(1.1), math.Log(0.3), math.Log(0.7), math.Log(0.3)},
+	} {
+		e, err := c.eval(theta, rand.New(rand.NewPCG(1, 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lml, grad := ref.exact(t, theta)
+		f, g := negate(e.value, e.grad)
+		if relErr(f, lml) > 1e-6 {
+			t.Errorf("theta %v: value %v, exact %v", theta, f, lml)
+		}
+		if ge := gradErr(g, grad); ge > 1e-6 {
+			t.Errorf("theta %v: gradient %v, exact %v (error %g)", theta, g, grad, ge)
+		}
+	}
+}
+
+// The stochastic gradient (random probes, preconditioner) is unbiased: its mean over seeds
+// is within 3 standard errors of the exact gradient, for J = n and for RR-CG.
+func TestCGGradientIsUnbiased(t *testing.T) {
+	theta := []float64{math.Log(0.6), math.Log(0.9), math.Log(1.1), math.Log(0.1)}
+	for _, trunc := range []string{"fixed", "rr"} {
+		t.Run(trunc, func(t *testing.T) {
+			spec := DefaultSpec("cg")
+			spec.Truncation = trunc
+			spec.Probes = 4
+			if trunc == "fixed" {
+				spec.CGIters = 200
+			} else {
+				spec.RRMin, spec.RRRate = 2, 0.3
+			}
+			c, ref := cgFixture(t, 150, 2, 3, spec)
+			_, want := ref.exact(t, theta)
+			const draws = 200
+			sum := make([]float64, len(theta))
+			sum2 := make([]float64, len(theta))
+			for s := 0; s < draws; s++ {
+				e, err := c.eval(theta, rand.New(rand.NewPCG(uint64(s), 3)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for j, g := range e.grad {
+					sum[j] += -g
+					sum2[j] += g * g
+				}
+			}
+			for j := range theta {
+				mean := sum[j] / draws
+				se := math.Sqrt((sum2[j]/draws - mean*mean) / draws)
+				if math.Abs(mean-want[j]) > 3*se+1e-9 {
+					t.Errorf("coordinate %d: mean %v, exact %v, standard error %v", j, mean, want[j], se)
+				}
+			}
+		})
+	}
+}
+
+func cgTrainData(n int) (tr, te *shard.Table) {
+	all := synthTable(n+200, 2, 21)
+	tr = &shard.Table{Source: "train", D: 2, X: all.X[:n*2], Y: all.Y[:n]}
+	te = &shard.Table{Source: "test", D: 2, X: all.X[n*2:], Y: all.Y[n:]}
+	return tr, te
+}
+
+// With J = n, Adam on the stochastic CG gradient reaches the exact method's optimum, and the
+// posterior matches the exact one's; the Lanczos cache gives variances no smaller than exact.
+func TestCGTrainingReachesExactOptimum(t *testing.T) {
+	tr, te := cgTrainData(200)
+	exactSpec := DefaultSpec("exact")
+	ex := trainOn(t, tr, exactSpec, 3, 2)
+	spec := DefaultSpec("cg")
+	spec.CGIters = 200
+	spec.MaxIter = 150
+	spec.CGTol = 1e-10
+	spec.VarianceRank = 200
+	cg := trainOn(t, tr, spec, 3, 2)
+	thEx, thCG := thetaOf(ex), thetaOf(cg)
+	// The likelihood is flat along the signal variance, so the optimum is judged by the exact
+	// log likelihood at the CG hyperparameters, and the lengthscales and noise individually.
+	ref := newReference(t, localEngine(t, tr, 3, 1), kernel.RBF)
+	atCG, _ := ref.exact(t, thCG)
+	if ex.LogLik-atCG > 0.05 {
+		t.Errorf("exact log likelihood at the CG hyperparameters %.4f, at the exact optimum %.4f", atCG, ex.LogLik)
+	}
+	for _, j := range []int{0, 1, 3} {
+		if math.Abs(thEx[j]-thCG[j]) > 0.05 {
+			t.Errorf("log-hyperparameter %d: cg %.4f, exact %.4f", j, thCG[j], thEx[j])
+		}
+	}
+	// The model's log likelihood is an SLQ estimate with 10 probes (sd of a few nats here).
+	if math.Abs(cg.LogLik-ex.LogLik) > 15 {
+		t.Errorf("log likelihood: cg %.4f (SLQ estimate), exact %.4f", cg.LogLik, ex.LogLik)
+	}
+	pe, err := ex.Predict(te.X, te.N())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := cg.Predict(te.X, te.N())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r1, r2 := rmseOf(pe.Mean, te.Y), rmseOf(pc.Mean, te.Y); math.Abs(r1-r2) > 0.01*r1 {
+		t.Errorf("test RMSE: cg %.5f, exact %.5f", r2, r1)
+	}
+	t.Logf("theta exact %v, cg %v; lml exact %.4f cg %.4f", thEx, thCG, ex.LogLik, cg.LogLik)
+}
+
+func thetaOf(m *model.Model) []float64 {
+	var th []float64
+	for _, l := range m.Hyper.Lengthscales {
+		th = append(th, math.Log(l))
+	}
+	return append(th, math.Log(m.Hyper.SignalVariance), math.Log(m.Hyper.NoiseVariance))
+}
+
+func rmseOf(mean, y []float64) float64 {
+	s := 0.0
+	for i := range y {
+		s += (mean[i] - y[i]) * (mean[i] - y[i])
+	}
+	return math.Sqrt(s / float64(len(y)))
+}
+
+// At fixed hyperparameters with J = n and a tight tolerance, the CG posterior (mean and, with
+// a full-rank Lanczos cache, variance) equals the exact one.
+func TestCGPosteriorMatchesExact(t *testing.T) {
+	spec := DefaultSpec("cg")
+	spec.CGTol = 1e-12
+	spec.VarianceRank = 100
+	c, ref := cgFixture(t, 100, 2, 3, spec)
+	theta := []float64{math.Log(0.7), math.Log(0.5), math.Log(1.3), math.Log(0.02)}
+	c.basisProbes = true // exact SLQ: the log likelihood must match to the CG tolerance
+	_, lml, err := c.posterior(theta, rand.New(rand.NewPCG(3, 3)), func(Event) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.basisProbes = false
+	pred, _, err := c.posterior(theta, rand.New(rand.NewPCG(3, 3)), func(Event) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := hyperOf(theta, 2)
+	ex, err := solver.NewExact(kernel.Kernel{Family: kernel.RBF, Lengthscales: h.Lengthscales, SignalVariance: h.SignalVariance}, h.NoiseVariance, ref.rows.X, 2, ref.rows.Y)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(lml-ex.LogMarginalLikelihood()) > 1e-8*math.Max(1, math.Abs(lml)) {
+		t.Errorf("SLQ log likelihood %v, exact %v", lml, ex.LogMarginalLikelihood())
+	}
+	xs := synthTable(30, 2, 99).X
+	m1, v1 := make([]float64, 30), make([]float64, 30)
+	m2, v2 := make([]float64, 30), make([]float64, 30)
+	pred.Predict(xs, m1, v1)
+	ex.Predictor().Predict(xs, m2, v2)
+	for i := range m1 {
+		if math.Abs(m1[i]-m2[i]) > 1e-8 || math.Abs(v1[i]-v2[i]) > 1e-8 {
+			t.Fatalf("row %d: mean %v var %v, exact %v %v", i, m1[i], v1[i], m2[i], v2[i])
+		}
+	}
+	// A low-rank cache overestimates the variance (Q T^-1 Q^T <= K_hat^-1).
+	c.spec.VarianceRank = 5
+	pred, _, err = c.posterior(theta, rand.New(rand.NewPCG(3, 3)), func(Event) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pred.Predict(xs, m1, v1)
+	for i := range v1 {
+		if v1[i] < v2[i]-1e-12 {
+			t.Fatalf("row %d: rank-5 variance %v below exact %v", i, v1[i], v2[i])
+		}
+	}
+}
+
+// A run resumed from any checkpoint gives the same model bits, for both truncations.
+func TestCGResume(t *testing.T) {
+	tr, _ := cgTrainData(120)
+	for _, trunc := range []string{"fixed", "rr"} {
+		t.Run(trunc, func(t *testing.T) {
+			spec := DefaultSpec("cg")
+			spec.Truncation = trunc
+			spec.MaxIter = 6
+			if trunc == "fixed" {
+				spec.CGIters = 20
+			} else {
+				spec.RRMin = 10
+			}
+			var cks [][]byte
+			full, err := Run(context.Background(), localEngine(t, tr, 3, 2), spec, Hooks{Save: func(_ context.Context, _ int, _ float64, ck []byte) error {
+				cks = append(cks, append([]byte(nil), ck...))
+				return nil
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, _ := full.Bytes()
+			for _, k := range []int{1, len(cks) / 2, len(cks) - 1} {
+				m, err := Run(context.Background(), localEngine(t, tr, 3, 1), spec, Hooks{Resume: cks[k]})
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, _ := m.Bytes()
+				if !bytes.Equal(got, want) {
+					t.Fatalf("resumed from checkpoint %d of %d: model differs", k, len(cks))
+				}
+			}
+		})
+	}
+}
+
+// KMCG with P = N directions on all rows is the exact GP (digest 003 §2.6 note).
+func TestKMCGFullRankEqualsExact(t *testing.T) {
+	const n, d = 60, 2
+	tab := synthTable(n, d, 8)
+	kern := kernel.Kernel{Family: kernel.Matern32, Lengthscales: []float64{0.4, 0.6}, SignalVariance: 1.3}
+	s2 := 0.05
+	op := &KernelOp{Kernel: kern, X: tab.X, Offsets: []int{0, n}}
+	S, Z, P, err := solver.ReorthCG(&localKernel{ctx: context.Background(), op: op}, tab.Y, n, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if P != n {
+		t.Fatalf("%d directions, want %d", P, n)
+	}
+	post, err := newKMCGPost(S, Z, Z, tab.Y, n, P)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, err := solver.NewExact(kern, s2, tab.X, d, tab.Y)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lz, err := post.evidence(s2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(lz-ex.LogMarginalLikelihood()) > 1e-8*math.Max(1, math.Abs(lz)) {
+		t.Errorf("evidence %v, exact %v", lz, ex.LogMarginalLikelihood())
+	}
+	pred, err := post.predictor(s2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pred.Kernel, pred.X, pred.D = kern, tab.X, d
+	xs := synthTable(25, d, 77).X
+	m1, v1 := make([]float64, 25), make([]float64, 25)
+	m2, v2 := make([]float64, 25), make([]float64, 25)
+	pred.Predict(xs, m1, v1)
+	ex.Predictor().Predict(xs, m2, v2)
+	for i := range m1 {
+		if math.Abs(m1[i]-m2[i]) > 1e-8 || math.Abs(v1[i]-v2[i]) > 1e-8 {
+			t.Fatalf("row %d: mean %v var %v, exact %v %v", i, m1[i], v1[i], m2[i], v2[i])
+		}
+	}
+}
+
+// KMCG on a subset with P = M directions is SoR/DTC on X_M (digest 003 §2.9): mean, variance
+// and evidence against the dense formulas, through Run (the R map step and the noise refit).
+func TestKMCGSubsetEqualsDTC(t *testing.T) {
+	const n, d, M = 150, 2, 30
+	tr, _ := cgTrainData(n)
+	spec := DefaultSpec("kmcg")
+	spec.Subset = M
+	spec.CGIters = M
+	spec.CGTol = 1e-14
+	spec.Kernel = "matern52"
+	m := trainOn(t, tr, spec, 3, 2)
+	e := m.Expansion
+	if e == nil || len(e.Alpha) != M {
+		t.Fatalf("model has no expansion over %d rows", M)
+	}
+	if e.RPlus != M {
+		t.Skipf("CG stopped at %d < %d directions (breakdown); the identity needs P = M", e.RPlus, M)
+	}
+	// Dense DTC at the model's hyperparameters.
+	eng := localEngine(t, tr, 3, 1)
+	ref := newReference(t, eng, kernel.Matern52)
+	X := ref.rows.X
+	y := ref.rows.Y
+	kern := e.Kernel
+	s2 := m.Hyper.NoiseVariance
+	Kmm := mat.NewSymDense(M, nil)
+	for i := 0; i < M; i++ {
+		for j := 0; j <= i; j++ {
+			Kmm.SetSym(i, j, kern.Eval(e.X[i*d:(i+1)*d], e.X[j*d:(j+1)*d]))
+		}
+	}
+	Knm := mat.NewDense(n, M, nil)
+	for i := 0; i < n; i++ {
+		for j := 0; j < M; j++ {
+			Knm.Set(i, j, kern.Eval(X[i*d:(i+1)*d], e.X[j*d:(j+1)*d]))
+		}
+	}
+	var A mat.Dense // s2 Kmm + Kmn Knm
+	A.Mul(Knm.T(), Knm)
+	for i := 0; i < M; i++ {
+		for j := 0; j < M; j++ {
+			A.Set(i, j, A.At(i, j)+s2*Kmm.At(i, j))
+		}
+	}
+	var rhs mat.VecDense
+	rhs.MulVec(Knm.T(), mat.NewVecDense(n, y))
+	var w mat.VecDense
+	if err := w.SolveVec(&A, &rhs); err != nil {
+		t.Fatal(err)
+	}
+	xs := synthTable(20, d, 5).X
+	m1, v1 := make([]float64, 20), make([]float64, 20)
+	e.Predict(xs, m1, v1)
+	for i := 0; i < 20; i++ {
+		km := mat.NewVecDense(M, nil)
+		for j := 0; j < M; j++ {
+			km.SetVec(j, kern.Eval(xs[i*d:(i+1)*d], e.X[j*d:(j+1)*d]))
+		}
+		mean := mat.Dot(km, &w)
+		var a, b mat.VecDense
+		if err := a.SolveVec(Kmm, km); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.SolveVec(&A, km); err != nil {
+			t.Fatal(err)
+		}
+		v := kern.Eval(xs[i*d:(i+1)*d], xs[i*d:(i+1)*d]) - mat.Dot(km, &a) + s2*mat.Dot(km, &b)
+		if math.Abs(mean-m1[i]) > 1e-7 || math.Abs(v-v1[i]) > 1e-7 {
+			t.Fatalf("row %d: mean %v var %v, DTC %v %v", i, m1[i], v1[i], mean, v)
+		}
+	}
+	// Evidence: log N(y | 0, Knm Kmm^-1 Kmn + s2 I).
+	var ch mat.Cholesky
+	if !ch.Factorize(Kmm) {
+		t.Fatal("Kmm not positive definite")
+	}
+	var Ki mat.Dense
+	if err := ch.SolveTo(&Ki, Knm.T()); err != nil {
+		t.Fatal(err)
+	}
+	var Q mat.Dense
+	Q.Mul(Knm, &Ki)
+	C := mat.NewSymDense(n, nil)
+	for i := 0; i < n; i++ {
+		for j := 0; j <= i; j++ {
+			v := 0.5 * (Q.At(i, j) + Q.At(j, i))
+			if i == j {
+				v += s2
+			}
+			C.SetSym(i, j, v)
+		}
+	}
+	var cc mat.Cholesky
+	if !cc.Factorize(C) {
+		t.Fatal("DTC covariance not positive definite")
+	}
+	var al mat.VecDense
+	if err := cc.SolveVecTo(&al, mat.NewVecDense(n, y)); err != nil {
+		t.Fatal(err)
+	}
+	want := -0.5*mat.Dot(mat.NewVecDense(n, y), &al) - 0.5*cc.LogDet() - 0.5*float64(n)*math.Log(2*math.Pi)
+	if math.Abs(m.LogLik-want) > 1e-6*math.Max(1, math.Abs(want)) {
+		t.Errorf("evidence %v, DTC %v", m.LogLik, want)
+	}
+}
+
+// KMCG with its defaults (M = n, P <= 100, noise refitted) predicts about as well as exact.
+func TestKMCGPredictsLikeExact(t *testing.T) {
+	tr, te := cgTrainData(250)
+	spec := DefaultSpec("kmcg")
+	m := trainOn(t, tr, spec, 3, 2)
+	if m.Expansion == nil {
+		t.Fatal("no expansion")
+	}
+	ex := trainOn(t, tr, DefaultSpec("exact"), 3, 2)
+	pe, _ := ex.Predict(te.X, te.N())
+	pk, _ := m.Predict(te.X, te.N())
+	re, rk := rmseOf(pe.Mean, te.Y), rmseOf(pk.Mean, te.Y)
+	if rk > 1.2*re {
+		t.Errorf("KMCG test RMSE %.4f, exact %.4f", rk, re)
+	}
+	t.Logf("KMCG RMSE %.4f (rank %d), exact %.4f", rk, m.Expansion.RPlus, re)
+}

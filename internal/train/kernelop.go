@@ -1,0 +1,423 @@
+package train
+
+// The map step of the conjugate-gradient methods (digest 004 §8, digest 003 §3): products with
+// the kernel matrix K = k(X, X) of all n training rows, one block of rows per shard. A shard's
+// task computes its rows of K V for a batch of vectors V, the bilinear forms a^T (dK/dtheta) b
+// summed over its rows, or selected columns of its rows of K. Every shard needs all of X, which
+// the KernelOp carries; a process decodes it once per hyperparameter value (the wire decoder
+// caches it by hash) and keeps each shard's kernel block in memory while it fits under
+// KernelOp.CacheBytes, so the many products of one CG run cost one kernel evaluation per entry.
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas64"
+
+	"github.com/gpreduce/gpreduce/internal/engine"
+	"github.com/gpreduce/gpreduce/internal/kernel"
+	"github.com/gpreduce/gpreduce/internal/reduce"
+	"github.com/gpreduce/gpreduce/internal/shard"
+)
+
+// DefaultKernelCacheBytes bounds the kernel blocks one KernelOp keeps in one process (1 GiB).
+const DefaultKernelCacheBytes = 1 << 30
+
+// kernelBlockRows is how many rows of K are formed at a time when a shard's block is not cached.
+const kernelBlockRows = 128
+
+// KernelOp is the kernel matrix K = k(X, X) of the standardized training inputs X (n x d,
+// row-major, rows in shard order) at one hyperparameter value. Shard i owns rows
+// Offsets[i]..Offsets[i+1]-1 of X (len(Offsets) = shards + 1). A KernelOp is shared by all
+// the tasks of one hyperparameter value and caches their kernel blocks; it is safe for
+// concurrent use.
+type KernelOp struct {
+	Kernel     kernel.Kernel
+	X          []float64
+	Offsets    []int
+	CacheBytes int64 // kernel-block budget in this process; 0 means DefaultKernelCacheBytes, < 0 none
+
+	mu     sync.Mutex
+	blocks map[int][]float64
+	used   int64
+
+	scaleOnce sync.Once
+	scaled    []float64 // X with column k divided by lengthscale k
+}
+
+// Validate checks the shapes: a valid kernel of d = len(Kernel.Lengthscales) inputs, X of
+// n*d finite values, and Offsets increasing from 0 to n.
+func (o *KernelOp) Validate() error {
+	if err := o.Kernel.Validate(); err != nil {
+		return fmt.Errorf("kernel op: %w", err)
+	}
+	d := o.Kernel.Dim()
+	if len(o.X) == 0 || len(o.X)%d != 0 {
+		return fmt.Errorf("kernel op: %d input values for d=%d", len(o.X), d)
+	}
+	n := len(o.X) / d
+	if len(o.Offsets) < 2 || o.Offsets[0] != 0 || o.Offsets[len(o.Offsets)-1] != n {
+		return fmt.Errorf("kernel op: shard offsets must run from 0 to the %d rows", n)
+	}
+	for i := 1; i < len(o.Offsets); i++ {
+		if o.Offsets[i] < o.Offsets[i-1] {
+			return fmt.Errorf("kernel op: shard offsets decrease at shard %d", i)
+		}
+	}
+	for _, v := range o.X {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("kernel op: inputs are not finite")
+		}
+	}
+	return nil
+}
+
+// N is the number of training rows n.
+func (o *KernelOp) N() int { return len(o.X) / o.Kernel.Dim() }
+
+// rowsOf returns the first row and row count of shard ref in X, checking the shard's table.
+func (o *KernelOp) rowsOf(ref shard.Ref, tab *shard.Table) (lo, rows int, err error) {
+	if ref.Index < 0 || ref.Index+1 >= len(o.Offsets) {
+		return 0, 0, fmt.Errorf("kernel task: shard %d of a job with %d shards", ref.Index, len(o.Offsets)-1)
+	}
+	lo, hi := o.Offsets[ref.Index], o.Offsets[ref.Index+1]
+	if tab != nil && tab.N() != hi-lo {
+		return 0, 0, fmt.Errorf("kernel task: shard %d has %d rows, the job's inputs give it %d", ref.Index, tab.N(), hi-lo)
+	}
+	if tab != nil && tab.D != o.Kernel.Dim() {
+		return 0, 0, fmt.Errorf("kernel task: shard %d has %d inputs, the kernel %d", ref.Index, tab.D, o.Kernel.Dim())
+	}
+	return lo, hi - lo, nil
+}
+
+// fill writes rows lo..lo+rows-1 of K (rows x n, row-major) into dst, from the inputs scaled
+// by the lengthscales once per op.
+func (o *KernelOp) fill(lo, rows int, dst []float64) {
+	d, n := o.Kernel.Dim(), o.N()
+	o.scaleOnce.Do(func() {
+		o.scaled = make([]float64, len(o.X))
+		for i, v := range o.X {
+			o.scaled[i] = v / o.Kernel.Lengthscales[i%d]
+		}
+	})
+	xs, sf2, fam := o.scaled, o.Kernel.SignalVariance, o.Kernel.Family
+	for i := 0; i < rows; i++ {
+		xi := xs[(lo+i)*d : (lo+i+1)*d]
+		row := dst[i*n : (i+1)*n]
+		for m := 0; m < n; m++ {
+			xm := xs[m*d : (m+1)*d]
+			r2 := 0.0
+			for k, v := range xi {
+				t := v - xm[k]
+				r2 += t * t
+			}
+			row[m] = sf2 * fam.Profile(r2)
+		}
+	}
+}
+
+// block returns shard index's cached kernel block (rows x n), forming and caching it when it
+// fits in the budget; nil means the caller forms rows on the fly.
+func (o *KernelOp) block(index, lo, rows int) []float64 {
+	limit := o.CacheBytes
+	if limit == 0 {
+		limit = DefaultKernelCacheBytes
+	}
+	size := int64(rows) * int64(o.N()) * 8
+	o.mu.Lock()
+	if b, ok := o.blocks[index]; ok {
+		o.mu.Unlock()
+		return b
+	}
+	if limit < 0 || o.used+size > limit {
+		o.mu.Unlock()
+		return nil
+	}
+	o.used += size // reserve before computing, so concurrent shards respect the budget
+	o.mu.Unlock()
+	b := make([]float64, rows*o.N())
+	o.fill(lo, rows, b)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.blocks == nil {
+		o.blocks = map[int][]float64{}
+	}
+	if old, ok := o.blocks[index]; ok { // another task formed it meanwhile
+		o.used -= size
+		return old
+	}
+	o.blocks[index] = b
+	return b
+}
+
+// KernelTaskKind selects what a KernelTask computes.
+type KernelTaskKind int
+
+const (
+	// KernelMVM: the shard's rows of K V for V n x k (column-major), or with Idx set, of
+	// K[:, Idx] V for V len(Idx) x k.
+	KernelMVM KernelTaskKind = iota + 1
+	// KernelQuad: for p pairs of n-vectors (a_c, b_c), the sums over the shard's rows i of
+	// a_c[i] (dK/dtheta_j)[i, :] b_c for the kernel's d+1 log-hyperparameters theta_j.
+	KernelQuad
+	// KernelCols: the shard's rows of K[:, Idx].
+	KernelCols
+)
+
+// KernelTask is one kernel map step over a KernelOp:
+//
+//   - KernelMVM with V (n x K, column-major) returns reduce.Rows with D = K holding the shard's
+//     rows of K V (row-major) and zero Y; merged in shard order they are K V, row by row. With
+//     Idx set, V is len(Idx) x K and the product is K[:, Idx] V (KMCG's R = k(X, X_M) S), formed
+//     on the fly at O(rows len(Idx) d) per shard.
+//   - KernelQuad with A and B (n x K each, column-major: K pairs) returns reduce.Sum with one
+//     part of K*(d+1) values, [c*(d+1)+j] = sum_{i in shard} A[i,c] sum_m dK[i,m]/dtheta_j B[m,c],
+//     with theta = (log l_1..log l_d, log sigma_f^2) (kernel.EvalGrad's order); merged, the sums
+//     are a_c^T (dK/dtheta_j) b_c.
+//   - KernelCols with Idx returns reduce.Rows with D = len(Idx) holding the shard's rows of
+//     K[:, Idx]: gathered in shard order, the columns k(X, x_i) for the pivoted Cholesky.
+type KernelTask struct {
+	Op   *KernelOp
+	Kind KernelTaskKind
+	K    int
+	V    []float64
+	A, B []float64
+	Idx  []int
+}
+
+// Check validates the task's shapes against its op.
+func (t *KernelTask) Check() error {
+	if t.Op == nil {
+		return fmt.Errorf("kernel task: no kernel op")
+	}
+	n := t.Op.N()
+	switch t.Kind {
+	case KernelMVM:
+		m := n
+		if len(t.Idx) > 0 {
+			m = len(t.Idx)
+			if err := checkIdx(t.Idx, n); err != nil {
+				return err
+			}
+		}
+		if t.K < 1 || len(t.V) != m*t.K {
+			return fmt.Errorf("kernel task: %d values for %d vectors of %d rows", len(t.V), t.K, m)
+		}
+	case KernelQuad:
+		if t.K < 1 || len(t.A) != n*t.K || len(t.B) != n*t.K {
+			return fmt.Errorf("kernel task: %d and %d values for %d pairs of %d rows", len(t.A), len(t.B), t.K, n)
+		}
+	case KernelCols:
+		if len(t.Idx) == 0 {
+			return fmt.Errorf("kernel task: no columns")
+		}
+		return checkIdx(t.Idx, n)
+	default:
+		return fmt.Errorf("kernel task: unknown kind %d", t.Kind)
+	}
+	return nil
+}
+
+func checkIdx(idx []int, n int) error {
+	for _, i := range idx {
+		if i < 0 || i >= n {
+			return fmt.Errorf("kernel task: column %d of %d", i, n)
+		}
+	}
+	return nil
+}
+
+// Map computes the shard's part.
+func (t *KernelTask) Map(ctx context.Context, ref shard.Ref, tab *shard.Table) (reduce.Stats, error) {
+	if err := t.Check(); err != nil {
+		return nil, err
+	}
+	lo, rows, err := t.Op.rowsOf(ref, tab)
+	if err != nil {
+		return nil, err
+	}
+	switch t.Kind {
+	case KernelMVM:
+		return t.mvm(ctx, ref.Index, lo, rows)
+	case KernelQuad:
+		return t.quad(ctx, lo, rows)
+	}
+	return t.cols(lo, rows), nil
+}
+
+func (t *KernelTask) mvm(ctx context.Context, index, lo, rows int) (reduce.Stats, error) {
+	n, k := t.Op.N(), t.K
+	out := &reduce.Rows{D: k, X: make([]float64, rows*k), Y: make([]float64, rows)}
+	if rows == 0 {
+		return out, nil
+	}
+	if len(t.Idx) > 0 {
+		return t.subMVM(ctx, lo, rows, out)
+	}
+	// V is n x k column-major, which is the row-major k x n matrix V^T. The product runs over
+	// blocks of kernelBlockRows rows whether the shard's kernel block is cached or formed on the
+	// fly, so both give the same bits (which shards a process caches depends on its memory).
+	vt := blas64.General{Rows: k, Cols: n, Stride: n, Data: t.V}
+	cached := t.Op.block(index, lo, rows)
+	var buf []float64
+	if cached == nil {
+		buf = make([]float64, min(rows, kernelBlockRows)*n)
+	}
+	for r0 := 0; r0 < rows; r0 += kernelBlockRows {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		nr := min(kernelBlockRows, rows-r0)
+		kb := buf
+		if cached != nil {
+			kb = cached[r0*n:]
+		} else {
+			t.Op.fill(lo+r0, nr, buf)
+		}
+		Kb := blas64.General{Rows: nr, Cols: n, Stride: n, Data: kb[:nr*n]}
+		C := blas64.General{Rows: nr, Cols: k, Stride: k, Data: out.X[r0*k : (r0+nr)*k]}
+		blas64.Gemm(blas.NoTrans, blas.Trans, 1, Kb, vt, 0, C)
+	}
+	return out, nil
+}
+
+// subMVM forms the shard's rows of K[:, Idx] V block by block.
+func (t *KernelTask) subMVM(ctx context.Context, lo, rows int, out *reduce.Rows) (reduce.Stats, error) {
+	d, m, k := t.Op.Kernel.Dim(), len(t.Idx), t.K
+	X := t.Op.X
+	vt := blas64.General{Rows: k, Cols: m, Stride: m, Data: t.V}
+	buf := make([]float64, min(rows, kernelBlockRows)*m)
+	for r0 := 0; r0 < rows; r0 += kernelBlockRows {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		nr := min(kernelBlockRows, rows-r0)
+		for i := 0; i < nr; i++ {
+			xi := X[(lo+r0+i)*d : (lo+r0+i+1)*d]
+			for c, p := range t.Idx {
+				buf[i*m+c] = t.Op.Kernel.Eval(xi, X[p*d:(p+1)*d])
+			}
+		}
+		Kb := blas64.General{Rows: nr, Cols: m, Stride: m, Data: buf[:nr*m]}
+		C := blas64.General{Rows: nr, Cols: k, Stride: k, Data: out.X[r0*k : (r0+nr)*k]}
+		blas64.Gemm(blas.NoTrans, blas.Trans, 1, Kb, vt, 0, C)
+	}
+	return out, nil
+}
+
+func (t *KernelTask) quad(ctx context.Context, lo, rows int) (reduce.Stats, error) {
+	n, k, d := t.Op.N(), t.K, t.Op.Kernel.Dim()
+	np := d + 1
+	sum := make([]float64, k*np)
+	grad := make([]float64, np)
+	w := make([]float64, k)
+	acc := make([]float64, k*np)
+	X := t.Op.X
+	for i := lo; i < lo+rows; i++ {
+		if (i-lo)%kernelBlockRows == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		xi := X[i*d : (i+1)*d]
+		// acc[c*np+j] = sum_m dK[i,m]/dtheta_j B[m,c], then scaled by A[i,c].
+		clear(acc)
+		for m := 0; m < n; m++ {
+			t.Op.Kernel.EvalGrad(xi, X[m*d:(m+1)*d], grad)
+			for c := 0; c < k; c++ {
+				w[c] = t.B[c*n+m]
+			}
+			for c, bc := range w {
+				if bc == 0 {
+					continue
+				}
+				a := acc[c*np : (c+1)*np]
+				for j, g := range grad {
+					a[j] += g * bc
+				}
+			}
+		}
+		for c := 0; c < k; c++ {
+			ai := t.A[c*n+i]
+			for j := 0; j < np; j++ {
+				sum[c*np+j] += ai * acc[c*np+j]
+			}
+		}
+	}
+	return &reduce.Sum{Parts: [][]float64{sum}, N: rows}, nil
+}
+
+func (t *KernelTask) cols(lo, rows int) reduce.Stats {
+	d, q := t.Op.Kernel.Dim(), len(t.Idx)
+	out := &reduce.Rows{D: q, X: make([]float64, rows*q), Y: make([]float64, rows)}
+	X := t.Op.X
+	for i := 0; i < rows; i++ {
+		xi := X[(lo+i)*d : (lo+i+1)*d]
+		for c, p := range t.Idx {
+			out.X[i*q+c] = t.Op.Kernel.Eval(xi, X[p*d:(p+1)*d])
+		}
+	}
+	return out
+}
+
+// kernelOperator is K_hat = K + sigma_n^2 I as a solver.Operator whose products run as
+// KernelMVM map steps over an engine, merged in shard order.
+type kernelOperator struct {
+	ctx   context.Context
+	eng   engine.Engine
+	op    *KernelOp
+	noise float64
+	calls int // map rounds run, for progress reports
+}
+
+func (k *kernelOperator) Dim() int { return k.op.N() }
+
+// MulVecs writes dst = (K + sigma_n^2 I) src for kc columns (column-major).
+func (k *kernelOperator) MulVecs(dst, src []float64, kc int) error {
+	n := k.op.N()
+	st, err := k.eng.Reduce(k.ctx, &KernelTask{Op: k.op, Kind: KernelMVM, K: kc, V: src})
+	if err != nil {
+		return fmt.Errorf("kernel products: %w", err)
+	}
+	k.calls++
+	rows, ok := st.(*reduce.Rows)
+	if !ok || rows.D != kc || len(rows.X) != n*kc {
+		return fmt.Errorf("kernel products: the shards returned %T with the wrong shape", st)
+	}
+	for i := 0; i < n; i++ {
+		for c := 0; c < kc; c++ {
+			dst[c*n+i] = rows.X[i*kc+c] + k.noise*src[c*n+i]
+		}
+	}
+	return nil
+}
+
+// quad returns, for the kc pairs (A[:,c], B[:,c]), the bilinear forms a_c^T (dK/dtheta_j) b_c
+// for the d+1 kernel log-hyperparameters, c-major (kc x (d+1)).
+func (k *kernelOperator) quad(A, B []float64, kc int) ([]float64, error) {
+	st, err := k.eng.Reduce(k.ctx, &KernelTask{Op: k.op, Kind: KernelQuad, K: kc, A: A, B: B})
+	if err != nil {
+		return nil, fmt.Errorf("kernel derivative forms: %w", err)
+	}
+	s, ok := st.(*reduce.Sum)
+	if !ok || len(s.Parts) != 1 || len(s.Parts[0]) != kc*(k.op.Kernel.Dim()+1) {
+		return nil, fmt.Errorf("kernel derivative forms: the shards returned %T with the wrong shape", st)
+	}
+	return s.Parts[0], nil
+}
+
+// column returns K[:, i] = k(X, x_i), gathered from the shards.
+func (k *kernelOperator) column(i int) ([]float64, error) {
+	st, err := k.eng.Reduce(k.ctx, &KernelTask{Op: k.op, Kind: KernelCols, Idx: []int{i}})
+	if err != nil {
+		return nil, fmt.Errorf("kernel column %d: %w", i, err)
+	}
+	r, ok := st.(*reduce.Rows)
+	if !ok || r.D != 1 || len(r.X) != k.op.N() {
+		return nil, fmt.Errorf("kernel column %d: the shards returned %T with the wrong shape", i, st)
+	}
+	return r.X, nil
+}

@@ -1,0 +1,343 @@
+package train
+
+// KMCG: conjugate gradients for kernel machines (paper 003, Bartels & Hennig 2020; digest
+// 003). CG runs on the noise-free kernel matrix K_M of M inducing rows X_M and only its search
+// directions S = [s_1..s_P] are kept; they define the rank-P kernel
+// k_hat(a, b) = k(a, X_M) S (S^T K_M S)^-1 S^T k(X_M, b) (eq. 14), which replaces k in the mean,
+// a DTC-style variance and the evidence (eqs. 15, 15b, 16). Everything after CG is P x P.
+//
+// The algorithm, step by step:
+//
+//  1. moments pass (run.prepare);
+//  2. kernel hyperparameters: the exact GP's likelihood maximised on a seeded random sample of
+//     min(n, 1000) rows (KMCG learns none; the paper fits them on the exact GP);
+//  3. rows pass: the standardized rows come to the coordinator;
+//  4. X_M: all rows (M = n, as in all the paper's experiments), or with subset M < n a seeded
+//     random choice of M rows;
+//  5. CG on K_M x = y_M from x_0 = 0 with full A-reorthogonalisation of the directions
+//     (solver.ReorthCG), at most cg-iters directions, stopping at ||r|| <= cg-tol ||y_M||
+//     (default 0.01, Definition 3). With M = n each product K s is a map round over the shards;
+//     with M < n the M x M products run on the coordinator;
+//  6. R = k(X, X_M) S: R = Z = K_M S when M = n (Algorithm 2 line 10), else one map round of
+//     KernelMVM restricted to the columns X_M;
+//  7. A1 = S^T Z, G = R^T R, b = R^T y, y^T y (digest 003 §2.7); S and Z do not depend on the
+//     noise, so the evidence (eq. 16)
+//     ln Z(s2) = -(y^T y - b^T beta)/(2 s2) - sum log diag L2 + sum log diag L1
+//     - (n - P)/2 ln s2 - n/2 ln 2 pi,  L1 = chol(A1), L2 = chol(G + s2 A1), beta = (G + s2 A1)^-1 b,
+//     is maximised over the noise variance s2 inside its bounds at O(P^3) per evaluation
+//     (a 33-point grid in log s2, then golden-section search);
+//  8. the posterior: weights a = S beta on X_M, Minus = S L1^-T and Plus = S L2^-T, so
+//     var(x) = k(x,x) - ||Minus^T k_x||^2 + s2 ||Plus^T k_x||^2 (eq. 15b).
+//
+// The run has no iterations to checkpoint: a resumed run repeats it from the saved start.
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas64"
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/gpreduce/gpreduce/internal/engine"
+	"github.com/gpreduce/gpreduce/internal/kernel"
+	"github.com/gpreduce/gpreduce/internal/model"
+	"github.com/gpreduce/gpreduce/internal/reduce"
+	"github.com/gpreduce/gpreduce/internal/shard"
+	"github.com/gpreduce/gpreduce/internal/solver"
+)
+
+// kmcgStream keys the random choice of the inducing rows.
+const kmcgStream = 0x6b6d6367 << 32
+
+func (r *run) trainKMCG(ctx context.Context, eng engine.Engine, p *prepared) (*model.Model, error) {
+	spec, obs := r.spec, r.obs
+	fam, _ := kernel.ParseFamily(spec.Kernel)
+	d, n := p.d, p.n
+
+	// Step 2: kernel hyperparameters.
+	if r.ck.Phase < phaseStarted {
+		theta, err := r.sampleInit(ctx, eng, p, fam, cgInitRows)
+		if err != nil {
+			return nil, fmt.Errorf("kmcg: %w", err)
+		}
+		r.ck.Phase, r.ck.Start = phaseStarted, theta
+		if err := r.save(ctx); err != nil {
+			return nil, err
+		}
+	}
+	h := hyperOf(r.ck.Start, d)
+	kern := kernel.Kernel{Family: fam, Lengthscales: h.Lengthscales, SignalVariance: h.SignalVariance}
+
+	// Step 3: the rows.
+	x, y, offsets, err := gatherRows(ctx, eng, p)
+	if err != nil {
+		return nil, fmt.Errorf("kmcg: %w", err)
+	}
+	op := &KernelOp{Kernel: kern, X: x, Offsets: offsets}
+
+	// Steps 4-6: X_M, the CG directions and R.
+	M := spec.Subset
+	if M == 0 || M >= n {
+		M = n
+	}
+	tol := spec.CGTol
+	if tol == 0 {
+		tol = DefaultKMCGTol
+	}
+	obs(Event{Phase: "sizing", Message: fmt.Sprintf("KMCG on %d of %d rows, at most %d directions, stop at relative residual %g", M, n, spec.cgIters(), tol)})
+	var S, Z, R, xm []float64
+	var P int
+	if M == n {
+		xm = x
+		S, Z, P, err = solver.ReorthCG(&kernelOperator{ctx: ctx, eng: eng, op: op}, y, spec.cgIters(), tol)
+		if err != nil {
+			return nil, fmt.Errorf("kmcg: %w", err)
+		}
+		R = Z
+	} else {
+		idx := kmcgSubset(n, M, spec.Seed)
+		xm = make([]float64, M*d)
+		ym := make([]float64, M)
+		for i, j := range idx {
+			copy(xm[i*d:(i+1)*d], x[j*d:(j+1)*d])
+			ym[i] = y[j]
+		}
+		local := &localKernel{ctx: ctx, op: &KernelOp{Kernel: kern, X: xm, Offsets: []int{0, M}}}
+		S, Z, P, err = solver.ReorthCG(local, ym, spec.cgIters(), tol)
+		if err != nil {
+			return nil, fmt.Errorf("kmcg: %w", err)
+		}
+		st, err := eng.Reduce(ctx, &KernelTask{Op: op, Kind: KernelMVM, K: P, V: S, Idx: idx})
+		if err != nil {
+			return nil, fmt.Errorf("kmcg: R = k(X, X_M) S: %w", err)
+		}
+		rows, ok := st.(*reduce.Rows)
+		if !ok || rows.D != P || len(rows.X) != n*P {
+			return nil, fmt.Errorf("kmcg: R = k(X, X_M) S: the shards returned %T with the wrong shape", st)
+		}
+		R = make([]float64, n*P) // column-major like Z
+		for i := 0; i < n; i++ {
+			for c := 0; c < P; c++ {
+				R[c*n+i] = rows.X[i*P+c]
+			}
+		}
+	}
+	obs(Event{Phase: "fit", Message: fmt.Sprintf("%d CG directions; refitting the noise at O(P^3)", P)})
+
+	// Step 7: the P x P statistics and the noise refit.
+	post, err := newKMCGPost(S, Z, R, y, M, P)
+	if err != nil {
+		return nil, fmt.Errorf("kmcg: %w", err)
+	}
+	lo, hi := math.Log(spec.NoiseVarianceBounds[0]), math.Log(spec.NoiseVarianceBounds[1])
+	s2 := math.Exp(maximize1D(func(u float64) float64 {
+		v, err := post.evidence(math.Exp(u))
+		if err != nil {
+			return math.Inf(-1)
+		}
+		return v
+	}, lo, hi))
+	lml, err := post.evidence(s2)
+	if err != nil {
+		return nil, fmt.Errorf("kmcg: evidence at the refitted noise %g: %w", s2, err)
+	}
+
+	// Step 8: the posterior.
+	pred, err := post.predictor(s2)
+	if err != nil {
+		return nil, fmt.Errorf("kmcg: %w", err)
+	}
+	pred.Kernel, pred.X, pred.D = kern, xm, d
+	theta := append([]float64(nil), r.ck.Start...)
+	theta[d+1] = math.Log(s2)
+	m := newModel(spec, p, &fitted{theta: theta}, lml)
+	m.Expansion = pred
+	return m, nil
+}
+
+// kmcgSubset returns M distinct row indices out of n, increasing, drawn with the seed.
+func kmcgSubset(n, M int, seed uint64) []int {
+	rng := rand.New(rand.NewPCG(seed, kmcgStream))
+	idx := rng.Perm(n)[:M]
+	slices.Sort(idx)
+	return idx
+}
+
+// localKernel is the noise-free K_M of a KernelOp on the coordinator as a solver.Operator.
+type localKernel struct {
+	ctx context.Context
+	op  *KernelOp
+}
+
+func (l *localKernel) Dim() int { return l.op.N() }
+
+func (l *localKernel) MulVecs(dst, src []float64, k int) error {
+	st, err := (&KernelTask{Op: l.op, Kind: KernelMVM, K: k, V: src}).Map(l.ctx, shard.Ref{Index: 0}, nil)
+	if err != nil {
+		return err
+	}
+	rows := st.(*reduce.Rows)
+	n := l.op.N()
+	for i := 0; i < n; i++ {
+		for c := 0; c < k; c++ {
+			dst[c*n+i] = rows.X[i*k+c]
+		}
+	}
+	return nil
+}
+
+// kmcgPost holds KMCG's noise-independent P x P statistics (digest 003 §2.7).
+type kmcgPost struct {
+	n, m, p int
+	S       []float64 // m x p column-major
+	A1      *mat.SymDense
+	L1      mat.Cholesky
+	G       *mat.SymDense // R^T R
+	b       []float64     // R^T y
+	yy      float64
+}
+
+func newKMCGPost(S, Z, R, y []float64, m, p int) (*kmcgPost, error) {
+	n := len(y)
+	// Scale each direction to unit K_M-norm, s_i / sqrt(s_i^T z_i) (and z_i, r_i alike): the
+	// posterior depends on span(S) only (digest 003 §2.4 note), and CG directions differ in
+	// norm by many orders of magnitude, which would make A1 and A2 needlessly ill-conditioned.
+	scale := make([]float64, p)
+	for i := range scale {
+		c := dotf(S[i*m:(i+1)*m], Z[i*m:(i+1)*m])
+		if !(c > 0) {
+			return nil, fmt.Errorf("direction %d has curvature s^T K_M s = %g", i+1, c)
+		}
+		scale[i] = 1 / math.Sqrt(c)
+	}
+	scaled := func(v []float64, rows int) []float64 {
+		out := make([]float64, len(v))
+		for i := 0; i < p; i++ {
+			for j := 0; j < rows; j++ {
+				out[i*rows+j] = v[i*rows+j] * scale[i]
+			}
+		}
+		return out
+	}
+	S, Z, R = scaled(S, m), scaled(Z, m), scaled(R, n)
+	k := &kmcgPost{n: n, m: m, p: p, S: S, A1: mat.NewSymDense(p, nil), G: mat.NewSymDense(p, nil), b: make([]float64, p), yy: dotf(y, y)}
+	for i := 0; i < p; i++ {
+		for j := 0; j <= i; j++ {
+			// A1 = S^T Z, symmetrised: diagonal in exact arithmetic (digest 003 §3).
+			a := 0.5 * (dotf(S[i*m:(i+1)*m], Z[j*m:(j+1)*m]) + dotf(S[j*m:(j+1)*m], Z[i*m:(i+1)*m]))
+			k.A1.SetSym(i, j, a)
+			k.G.SetSym(i, j, dotf(R[i*n:(i+1)*n], R[j*n:(j+1)*n]))
+		}
+		k.b[i] = dotf(R[i*n:(i+1)*n], y)
+	}
+	if !k.L1.Factorize(k.A1) {
+		return nil, fmt.Errorf("S^T K_M S of rank %d is not positive definite: the directions lost conjugacy", p)
+	}
+	return k, nil
+}
+
+// factor returns the Cholesky factor of A2 = G + s2 A1 and beta = A2^-1 b.
+func (k *kmcgPost) factor(s2 float64) (*mat.Cholesky, []float64, error) {
+	A2 := mat.NewSymDense(k.p, nil)
+	A2.AddSym(k.G, scaledSym(k.A1, s2))
+	var L2 mat.Cholesky
+	if !L2.Factorize(A2) {
+		return nil, nil, fmt.Errorf("R^T R + s2 S^T K_M S is not positive definite at s2 = %g", s2)
+	}
+	var beta mat.VecDense
+	if err := L2.SolveVecTo(&beta, mat.NewVecDense(k.p, append([]float64(nil), k.b...))); err != nil {
+		return nil, nil, err
+	}
+	return &L2, beta.RawVector().Data, nil
+}
+
+func scaledSym(a *mat.SymDense, s float64) *mat.SymDense {
+	out := mat.NewSymDense(a.SymmetricDim(), nil)
+	out.ScaleSym(s, a)
+	return out
+}
+
+// evidence is eq. 16: ln Z_hat at noise variance s2.
+func (k *kmcgPost) evidence(s2 float64) (float64, error) {
+	L2, beta, err := k.factor(s2)
+	if err != nil {
+		return 0, err
+	}
+	n, p := float64(k.n), float64(k.p)
+	return -(k.yy-dotf(k.b, beta))/(2*s2) - 0.5*L2.LogDet() + 0.5*k.L1.LogDet() - 0.5*(n-p)*math.Log(s2) - 0.5*n*math.Log(2*math.Pi), nil
+}
+
+// predictor returns the weights a = S beta and the variance factors S L1^-T and S L2^-T.
+func (k *kmcgPost) predictor(s2 float64) (*solver.ExpansionPredictor, error) {
+	L2, beta, err := k.factor(s2)
+	if err != nil {
+		return nil, err
+	}
+	m, p := k.m, k.p
+	alpha := make([]float64, m)
+	for c := 0; c < p; c++ {
+		sc := k.S[c*m : (c+1)*m]
+		for i := range alpha {
+			alpha[i] += beta[c] * sc[i]
+		}
+	}
+	sRow := func() []float64 {
+		out := make([]float64, m*p)
+		for c := 0; c < p; c++ {
+			for i := 0; i < m; i++ {
+				out[i*p+c] = k.S[c*m+i]
+			}
+		}
+		return out
+	}
+	solveRight := func(ch *mat.Cholesky) []float64 {
+		var L mat.TriDense
+		ch.LTo(&L)
+		out := sRow()
+		blas64.Trsm(blas.Right, blas.Trans, 1, L.RawTriangular(), blas64.General{Rows: m, Cols: p, Stride: p, Data: out})
+		return out
+	}
+	return &solver.ExpansionPredictor{
+		Alpha: alpha, Minus: solveRight(&k.L1), RMinus: p, Plus: solveRight(L2), RPlus: p, PlusScale: s2,
+	}, nil
+}
+
+// maximize1D maximises f on [lo, hi]: a 33-point grid, then golden-section search between the
+// best grid point's neighbours to a width of 1e-9 (f need not be concave overall).
+func maximize1D(f func(float64) float64, lo, hi float64) float64 {
+	if !(hi > lo) {
+		return lo
+	}
+	const grid = 33
+	best, bestF := 0, math.Inf(-1)
+	h := (hi - lo) / (grid - 1)
+	for i := 0; i < grid; i++ {
+		if v := f(lo + float64(i)*h); v > bestF {
+			best, bestF = i, v
+		}
+	}
+	a, b := lo+float64(max(best-1, 0))*h, lo+float64(min(best+1, grid-1))*h
+	g := (math.Sqrt(5) - 1) / 2
+	c, d := b-g*(b-a), a+g*(b-a)
+	fc, fd := f(c), f(d)
+	for b-a > 1e-9 {
+		if fc > fd {
+			b, d, fd = d, c, fc
+			c = b - g*(b-a)
+			fc = f(c)
+		} else {
+			a, c, fc = c, d, fd
+			d = a + g*(b-a)
+			fd = f(d)
+		}
+	}
+	x := (a + b) / 2
+	if f(x) < bestF {
+		return lo + float64(best)*h
+	}
+	return x
+}

@@ -103,13 +103,19 @@ type specFlags struct {
 	inference                  string
 	grid, eigenfunctions       int
 	samples                    int
+	truncation                 string
+	cgIters, rrMin, probes     int
+	precondRank, subset        int
+	varianceRank               int
+	rrRate, learningRate       float64
+	cgTol                      float64
 }
 
 func (f *specFlags) register(cmd *cobra.Command, defMethod string) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.method, "method", defMethod, "training method: gl, rff, exact or grief")
+	fl.StringVar(&f.method, "method", defMethod, "training method: gl, rff, exact, grief, cg or kmcg")
 	fl.StringVar(&f.kernel, "kernel", "rbf", "kernel: rbf, matern12, matern32, matern52")
-	fl.Uint64Var(&f.seed, "seed", 0, "seed of every random draw (rff frequencies, grief subsample and MALA chain)")
+	fl.Uint64Var(&f.seed, "seed", 0, "seed of every random draw (rff frequencies, grief subsample and MALA chain, cg probes and truncation lengths, kmcg subset)")
 	fl.StringVar(&f.ls, "lengthscale-bounds", "", "LO,HI bounds on lengthscales, standardized units (default 0.1,2)")
 	fl.StringVar(&f.sf2, "signal-variance-bounds", "", "LO,HI bounds on the signal variance, standardized units (default 0.05,20)")
 	fl.StringVar(&f.sn2, "noise-variance-bounds", "", "LO,HI bounds on the noise variance, standardized units (default 1e-4,2)")
@@ -123,12 +129,24 @@ func (f *specFlags) register(cmd *cobra.Command, defMethod string) {
 	fl.IntVar(&f.grid, "grid", 0, fmt.Sprintf("grief: inducing grid points per input column, m_bar (default %d)", train.DefaultGRIEFGrid))
 	fl.IntVar(&f.eigenfunctions, "eigenfunctions", 0, fmt.Sprintf("grief: number of eigenfunctions p (default %d, at most the grid size)", train.DefaultGRIEFEigenfunctions))
 	fl.IntVar(&f.samples, "samples", 0, fmt.Sprintf("grief type1: retained MALA samples (default %d: 10000 iterations, burn-in 1000, thinning 50)", train.DefaultGRIEFSamples))
+	fl.StringVar(&f.truncation, "truncation", "", "cg: truncation of each CG solve, fixed (J = --cg-iters iterations; default) or rr (Russian roulette: random J, unbiased)")
+	fl.IntVar(&f.cgIters, "cg-iters", 0, fmt.Sprintf("cg fixed: CG iterations J per solve; kmcg: most search directions P (default %d)", train.DefaultCGIters))
+	fl.IntVar(&f.rrMin, "rr-min", 0, fmt.Sprintf("cg --truncation rr: iterations J_min every solve runs (default %d)", train.DefaultRRMin))
+	fl.Float64Var(&f.rrRate, "rr-rate", 0, fmt.Sprintf("cg --truncation rr: rate lambda of P(J) ~ exp(-lambda J) beyond J_min (default %g)", train.DefaultRRRate))
+	fl.IntVar(&f.probes, "probes", 0, fmt.Sprintf("cg: Hutchinson probe vectors t for the log-determinant terms (default %d)", train.DefaultProbes))
+	fl.IntVar(&f.precondRank, "precond-rank", 0, fmt.Sprintf("cg: rank k of the pivoted-Cholesky preconditioner, -1 for none (default %d)", train.DefaultPrecondRank))
+	fl.Float64Var(&f.learningRate, "learning-rate", 0, fmt.Sprintf("cg: Adam base learning rate, decayed x0.1 at 50%%, 70%% and 90%% of the steps (default %g)", train.DefaultCGLearningRate))
+	fl.Float64Var(&f.cgTol, "cg-tol", 0, fmt.Sprintf("cg: relative residual of the prediction solve (default %g); kmcg: stop CG when ||r|| <= tol ||y_M|| (default %g)", train.DefaultCGPredictTol, train.DefaultKMCGTol))
+	fl.IntVar(&f.subset, "subset", 0, "kmcg: number M of inducing inputs taken from the training rows (default: all rows)")
+	fl.IntVar(&f.varianceRank, "variance-rank", 0, fmt.Sprintf("cg: rank of the Lanczos predictive-variance cache (default %d)", train.DefaultVarianceRank))
 }
 
 func (f *specFlags) spec() (train.Spec, error) {
 	s := train.DefaultSpec(f.method)
 	s.Kernel, s.Seed, s.MaxIter, s.Features, s.MaxFeatures, s.ExactMaxRows = f.kernel, f.seed, f.maxIter, f.features, f.maxFeat, f.exactMax
 	s.Inference, s.Grid, s.Eigenfunctions, s.Samples = f.inference, f.grid, f.eigenfunctions, f.samples
+	s.Truncation, s.CGIters, s.RRMin, s.RRRate, s.Probes = f.truncation, f.cgIters, f.rrMin, f.rrRate, f.probes
+	s.PrecondRank, s.LearningRate, s.CGTol, s.Subset, s.VarianceRank = f.precondRank, f.learningRate, f.cgTol, f.subset, f.varianceRank
 	for _, b := range []struct {
 		flag string
 		val  string
@@ -281,11 +299,17 @@ func newEvalCmd(e *env) *cobra.Command {
 		Short: "Train a method on training data and report RMSE, NLL, 95% coverage and times on test data",
 		Example: `  coordinator eval --method gl --uci ../shared/data/uci/yacht --split 0 --lengthscale-bounds 0.2,2
   coordinator eval --method exact --uci ../shared/data/uci/servo --split 3 --json
-  coordinator eval --method gl --data maunaloa_co2.csv --header --test-tail 0.1`,
+  coordinator eval --method gl --data maunaloa_co2.csv --header --test-tail 0.1
+  coordinator eval --method cg --uci ../shared/data/uci/elevators --split 0 --truncation rr`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			spec, err := sf.spec()
 			if err != nil {
+				return err
+			}
+			// Check the settings before reading the data; the checks that need the number of
+			// input columns run in training.
+			if err := checkSpec(spec, 0, flagNames); err != nil {
 				return err
 			}
 			tr, te, err := df.load()

@@ -24,7 +24,7 @@ import (
 // plus an optional client-chosen id. Keys left out take the defaults of `coordinator eval`.
 //
 //	id: co2-gl-1            # optional
-//	method: gl              # gl, rff or exact (default gl)
+//	method: gl              # gl, rff, exact, grief, cg or kmcg (default gl)
 //	kernel: rbf
 //	seed: 0
 //	lengthscale_bounds: [0.02, 0.3]
@@ -36,6 +36,20 @@ import (
 //	gl_box: [300]           # gl
 //	max_features: 8192
 //	exact_max_rows: 5000
+//	inference: type2        # grief: type2 or type1
+//	grid: 10                # grief
+//	eigenfunctions: 1000    # grief
+//	samples: 180            # grief type1
+//	truncation: fixed       # cg: fixed or rr
+//	cg_iters: 100           # cg fixed: J; kmcg: P
+//	rr_min: 80              # cg rr
+//	rr_rate: 0.05           # cg rr
+//	probes: 10              # cg
+//	precond_rank: 5         # cg (-1: none)
+//	learning_rate: 0.05     # cg
+//	cg_tol: 1e-4            # cg (kmcg default 0.01)
+//	subset: 0               # kmcg: inducing rows M (0: all)
+//	variance_rank: 100      # cg
 //	data:
 //	  uri: co2.csv          # path (relative to this file), file:// or http(s):// URL
 //	  format: csv           # csv or uci
@@ -63,6 +77,16 @@ type jobFile struct {
 	Grid                 *int32    `json:"grid"`
 	Eigenfunctions       *int32    `json:"eigenfunctions"`
 	Samples              *int32    `json:"samples"`
+	Truncation           string    `json:"truncation"`
+	CGIters              int32     `json:"cg_iters"`
+	RRMin                int32     `json:"rr_min"`
+	RRRate               float64   `json:"rr_rate"`
+	Probes               int32     `json:"probes"`
+	PrecondRank          int32     `json:"precond_rank"`
+	LearningRate         float64   `json:"learning_rate"`
+	CGTol                float64   `json:"cg_tol"`
+	Subset               int32     `json:"subset"`
+	VarianceRank         int32     `json:"variance_rank"`
 	Data                 *dataFile `json:"data"`
 	Shards               int32     `json:"shards"`
 	ShardTimeoutSeconds  int32     `json:"shard_timeout_seconds"`
@@ -313,6 +337,8 @@ func (f *jobFile) job(baseDir string) (*job, error) {
 	if f.Samples != nil {
 		s.Samples = int(*f.Samples)
 	}
+	s.Truncation, s.CGIters, s.RRMin, s.RRRate, s.Probes = f.Truncation, int(f.CGIters), int(f.RRMin), f.RRRate, int(f.Probes)
+	s.PrecondRank, s.LearningRate, s.CGTol, s.Subset, s.VarianceRank = int(f.PrecondRank), f.LearningRate, f.CGTol, int(f.Subset), int(f.VarianceRank)
 	for _, n := range f.NodesPerDim {
 		s.NodesPerDim = append(s.NodesPerDim, int(n))
 	}
@@ -337,6 +363,9 @@ var (
 		"noise-variance-bounds": "noise_variance_bounds", "max-iter": "max_iter", "nodes-per-dim": "nodes_per_dim",
 		"gl-box": "gl_box", "uri": "data.uri", "format": "data.format", "split": "data.split", "shards": "shards",
 		"shard-timeout": "shard_timeout_seconds", "columns": "data.columns", "header": "data.header", "target": "data.target",
+		"max-features": "max_features", "exact-max-rows": "exact_max_rows",
+		"cg-iters": "cg_iters", "rr-min": "rr_min", "rr-rate": "rr_rate", "precond-rank": "precond_rank",
+		"learning-rate": "learning_rate", "cg-tol": "cg_tol", "variance-rank": "variance_rank",
 	}
 	flagNames = fieldNames{
 		"method": "--method", "kernel": "--kernel", "lengthscale-bounds": "--lengthscale-bounds",
@@ -344,6 +373,11 @@ var (
 		"max-iter": "--max-iter", "features": "--features", "nodes-per-dim": "--nodes-per-dim", "gl-box": "--gl-box",
 		"uri": "--data", "format": "--format", "split": "--split", "shards": "--shards", "shard-timeout": "--shard-timeout",
 		"columns": "--columns", "header": "--header", "target": "--target",
+		"max-features": "--max-features", "exact-max-rows": "--exact-max-rows",
+		"inference": "--inference", "grid": "--grid", "eigenfunctions": "--eigenfunctions", "samples": "--samples",
+		"truncation": "--truncation", "cg-iters": "--cg-iters", "rr-min": "--rr-min", "rr-rate": "--rr-rate",
+		"probes": "--probes", "precond-rank": "--precond-rank", "learning-rate": "--learning-rate", "cg-tol": "--cg-tol",
+		"subset": "--subset", "variance-rank": "--variance-rank",
 	}
 )
 
@@ -354,6 +388,19 @@ func (n fieldNames) name(k string) string {
 	return k
 }
 
+// checkSpec runs Spec.Validate for d input columns (0: unknown), naming the offending setting
+// as a YAML key or a flag.
+func checkSpec(s train.Spec, d int, names fieldNames) error {
+	if err := s.Validate(d); err != nil {
+		msg := err.Error()
+		if k, rest, ok := strings.Cut(msg, ": "); ok && !strings.Contains(k, " ") {
+			msg = names.name(k) + ": " + rest
+		}
+		return errors.New(msg)
+	}
+	return nil
+}
+
 // buildJobSpec checks a job up front, as far as the client can without reading the data,
 // and returns its message. Relative local paths become absolute against baseDir.
 func buildJobSpec(s train.Spec, src shard.Source, shards, timeoutSec int, baseDir string, names fieldNames) (*pb.JobSpec, error) {
@@ -361,12 +408,19 @@ func buildJobSpec(s train.Spec, src shard.Source, shards, timeoutSec int, baseDi
 	if len(src.Columns) > 0 {
 		d = len(src.Columns)
 	}
-	if err := s.Validate(d); err != nil {
-		msg := err.Error()
-		if k, rest, ok := strings.Cut(msg, ": "); ok {
-			msg = names.name(k) + ": " + rest
+	if err := checkSpec(s, d, names); err != nil {
+		return nil, err
+	}
+	for _, c := range []struct {
+		name string
+		v    int
+	}{
+		{"grid", s.Grid}, {"eigenfunctions", s.Eigenfunctions}, {"samples", s.Samples}, {"cg-iters", s.CGIters},
+		{"rr-min", s.RRMin}, {"probes", s.Probes}, {"precond-rank", s.PrecondRank}, {"subset", s.Subset}, {"variance-rank", s.VarianceRank},
+	} {
+		if c.v > 1<<30 {
+			return nil, fmt.Errorf("%s: %d is too large; give at most 2^30", names.name(c.name), c.v)
 		}
-		return nil, errors.New(msg)
 	}
 	if s.MaxIter > 1<<30 || s.Features > 1<<30 || s.MaxFeatures > 1<<30 || s.ExactMaxRows > 1<<30 || s.Features < 0 || s.MaxFeatures < 0 || s.ExactMaxRows < 0 {
 		return nil, fmt.Errorf("max_iter, features, max_features and exact_max_rows must be between 0 and 2^30")

@@ -90,7 +90,7 @@ func TestJobFileErrors(t *testing.T) {
 	}{
 		{"unknown key", "metod: gl\ndata: {uri: a.csv}\n", []string{`unknown key "metod"`, `did you mean "method"`}},
 		{"unknown nested key", "data:\n  uri: a.csv\n  formt: csv\n", []string{`unknown key "data.formt"`, `"format"`}},
-		{"unknown key, no suggestion", "data: {uri: a.csv}\nlearning_rate: 0.1\n", []string{`unknown key "learning_rate"`, "lengthscale_bounds"}},
+		{"unknown key, no suggestion", "data: {uri: a.csv}\nbatch_size: 32\n", []string{`unknown key "batch_size"`, "lengthscale_bounds", "cg_iters"}},
 		{"longer key", "nodes_per_dimension: [3]\ndata: {uri: a.csv}\n", []string{`unknown key "nodes_per_dimension"`, `did you mean "nodes_per_dim"`}},
 		{"case matters", "Method: gl\ndata: {uri: a.csv}\n", []string{`unknown key "Method"`}},
 		{"duplicate key", "method: gl\nmethod: rff\ndata: {uri: a.csv}\n", []string{"method", "already"}},

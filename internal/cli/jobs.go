@@ -139,6 +139,8 @@ type submitFlags struct {
 // jobFlagNames are the flags that describe a job, which a job file replaces.
 var jobFlagNames = []string{"method", "kernel", "seed", "lengthscale-bounds", "signal-variance-bounds", "noise-variance-bounds",
 	"max-iter", "features", "max-features", "nodes-per-dim", "gl-box", "exact-max-rows",
+	"inference", "grid", "eigenfunctions", "samples",
+	"truncation", "cg-iters", "rr-min", "rr-rate", "probes", "precond-rank", "learning-rate", "cg-tol", "subset", "variance-rank",
 	"data", "format", "split", "header", "target", "columns", "shards", "shard-timeout"}
 
 func newSubmitCmd(e *env) *cobra.Command {

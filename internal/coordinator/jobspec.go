@@ -82,6 +82,16 @@ func planFromSpec(js *pb.JobSpec) (jobPlan, error) {
 	s.Grid = int(js.GetGrid())
 	s.Eigenfunctions = int(js.GetEigenfunctions())
 	s.Samples = int(js.GetSamples())
+	s.Truncation = strings.TrimSpace(js.GetTruncation())
+	s.CGIters = int(js.GetCgIters())
+	s.RRMin = int(js.GetRrMin())
+	s.RRRate = js.GetRrRate()
+	s.Probes = int(js.GetProbes())
+	s.PrecondRank = int(js.GetPrecondRank())
+	s.LearningRate = js.GetLearningRate()
+	s.CGTol = js.GetCgTol()
+	s.Subset = int(js.GetSubset())
+	s.VarianceRank = int(js.GetVarianceRank())
 	for _, v := range js.GetNodesPerDim() {
 		s.NodesPerDim = append(s.NodesPerDim, int(v))
 	}
@@ -186,6 +196,16 @@ func JobSpecOf(s train.Spec, src shard.Source, shards int, shardTimeout time.Dur
 		Grid:                 int32(s.Grid),
 		Eigenfunctions:       int32(s.Eigenfunctions),
 		Samples:              int32(s.Samples),
+		Truncation:           s.Truncation,
+		CgIters:              int32(s.CGIters),
+		RrMin:                int32(s.RRMin),
+		RrRate:               s.RRRate,
+		Probes:               int32(s.Probes),
+		PrecondRank:          int32(s.PrecondRank),
+		LearningRate:         s.LearningRate,
+		CgTol:                s.CGTol,
+		Subset:               int32(s.Subset),
+		VarianceRank:         int32(s.VarianceRank),
 		Data: &pb.DataSource{
 			Uri: src.URI, Format: src.Format, Split: int32(src.Split),
 			Header: src.Header, Target: src.Target, Columns: src.Columns,

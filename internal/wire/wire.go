@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 
 	"google.golang.org/protobuf/proto"
@@ -58,8 +59,60 @@ func EncodeTask(t engine.Task) (*pb.Task, error) {
 		}}}, nil
 	case *train.RowsTask:
 		return &pb.Task{Kind: &pb.Task_Rows{Rows: &pb.RowsTask{Transform: EncodeTransform(t.Transform)}}}, nil
+	case *train.KernelTask:
+		return encodeKernelTask(t)
 	}
 	return nil, fmt.Errorf("encode task: %T has no wire form", t)
+}
+
+// encodeKernelTask returns the message of a kernel map step. Only the vectors its kind uses
+// are sent; the op's CacheBytes is a per-process setting and is not.
+func encodeKernelTask(t *train.KernelTask) (*pb.Task, error) {
+	if t.Op == nil {
+		return nil, fmt.Errorf("encode task: kernel task without a kernel op")
+	}
+	if err := t.Op.Validate(); err != nil {
+		return nil, fmt.Errorf("encode task: %w", err)
+	}
+	if err := t.Check(); err != nil {
+		return nil, fmt.Errorf("encode task: %w", err)
+	}
+	op := t.Op
+	offsets := make([]int64, len(op.Offsets))
+	for i, v := range op.Offsets {
+		offsets[i] = int64(v)
+	}
+	m := &pb.KernelTask{
+		Op: &pb.KernelOp{
+			Kernel:         op.Kernel.Family.String(),
+			Lengthscales:   op.Kernel.Lengthscales,
+			SignalVariance: op.Kernel.SignalVariance,
+			X:              op.X,
+			Offsets:        offsets,
+		},
+		Kind: int32(t.Kind),
+	}
+	if t.Kind == train.KernelMVM || t.Kind == train.KernelQuad {
+		if t.K > math.MaxInt32 {
+			return nil, fmt.Errorf("encode task: kernel task of %d vectors", t.K)
+		}
+		m.K = int32(t.K)
+	}
+	switch t.Kind {
+	case train.KernelMVM:
+		m.V = t.V
+	case train.KernelQuad:
+		m.A, m.B = t.A, t.B
+	}
+	if t.Kind == train.KernelMVM || t.Kind == train.KernelCols {
+		for _, v := range t.Idx {
+			if v > math.MaxInt32 {
+				return nil, fmt.Errorf("encode task: kernel column %d", v)
+			}
+			m.Idx = append(m.Idx, int32(v))
+		}
+	}
+	return &pb.Task{Kind: &pb.Task_Kernel{Kernel: m}}, nil
 }
 
 func encodeDistinctTask(t shard.DistinctTask) (*pb.Task, error) {
@@ -140,20 +193,41 @@ func DecodeGRIEF(m *pb.GRIEFMap) (*features.GRIEF, error) {
 
 // Decoder turns task messages back into map steps. It caches the feature maps it builds
 // (a Gauss-Legendre grid costs O(m^2) per dimension to compute) by the hash of their message,
-// so the many tasks of a job share one map. It is safe for concurrent use.
+// so the many tasks of a job share one map. Kernel ops have their own, smaller cache: every
+// task of one hyperparameter value shares one *train.KernelOp, which holds that value's
+// kernel blocks (up to its CacheBytes, possibly GiBs), so only the two most recently used are
+// kept. It is safe for concurrent use.
 type Decoder struct {
-	mu    sync.Mutex
-	cache map[[32]byte]any
-	order [][32]byte
+	maps hashCache // feature maps
+	ops  hashCache // *train.KernelOp
 }
 
-// decoderCacheSize bounds the feature maps a Decoder keeps.
-const decoderCacheSize = 16
+// Cache sizes of a Decoder: feature maps, and kernel ops (the current hyperparameter value
+// and the one before, so a straggling task of the previous value does not evict the current).
+const (
+	decoderCacheSize  = 16
+	kernelOpCacheSize = 2
+)
 
 // NewDecoder returns an empty decoder.
-func NewDecoder() *Decoder { return &Decoder{cache: map[[32]byte]any{}} }
+func NewDecoder() *Decoder {
+	return &Decoder{maps: hashCache{size: decoderCacheSize}, ops: hashCache{size: kernelOpCacheSize}}
+}
+
+// hashCache holds the values built from messages, keyed by the SHA-256 of the message's type
+// and deterministic encoding, evicting the least recently used beyond size entries.
+type hashCache struct {
+	size  int
+	mu    sync.Mutex
+	cache map[[32]byte]any
+	order [][32]byte // least recently used first
+}
 
 func (d *Decoder) cached(m proto.Message, build func() (any, error)) (any, error) {
+	return d.maps.get(m, build)
+}
+
+func (c *hashCache) get(m proto.Message, build func() (any, error)) (any, error) {
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
 	if err != nil {
 		return nil, err
@@ -165,9 +239,12 @@ func (d *Decoder) cached(m proto.Message, build func() (any, error)) (any, error
 	h.Write(b)
 	var key [32]byte
 	h.Sum(key[:0])
-	d.mu.Lock()
-	v, ok := d.cache[key]
-	d.mu.Unlock()
+	c.mu.Lock()
+	v, ok := c.cache[key]
+	if ok {
+		c.touch(key)
+	}
+	c.mu.Unlock()
 	if ok {
 		return v, nil
 	}
@@ -175,17 +252,110 @@ func (d *Decoder) cached(m proto.Message, build func() (any, error)) (any, error
 	if err != nil {
 		return nil, err
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if _, ok := d.cache[key]; !ok {
-		d.cache[key] = v
-		d.order = append(d.order, key)
-		if len(d.order) > decoderCacheSize {
-			delete(d.cache, d.order[0])
-			d.order = d.order[1:]
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cache == nil {
+		c.cache = map[[32]byte]any{}
+	}
+	if old, ok := c.cache[key]; ok { // another call built it meanwhile: share that one
+		c.touch(key)
+		return old, nil
+	}
+	c.cache[key] = v
+	c.order = append(c.order, key)
+	if len(c.order) > c.size {
+		delete(c.cache, c.order[0])
+		c.order = c.order[1:]
+	}
+	return v, nil
+}
+
+// touch moves key to the most recently used end of the order; the caller holds c.mu.
+func (c *hashCache) touch(key [32]byte) {
+	for i, k := range c.order {
+		if k == key {
+			c.order = append(append(c.order[:i:i], c.order[i+1:]...), key)
+			return
 		}
 	}
-	return d.cache[key], nil
+}
+
+// decodeKernelOp builds the kernel op a message describes, after KernelOp.Validate.
+func decodeKernelOp(m *pb.KernelOp) (*train.KernelOp, error) {
+	fam, err := kernel.ParseFamily(m.GetKernel())
+	if err != nil {
+		return nil, err
+	}
+	offsets := make([]int, len(m.GetOffsets()))
+	for i, v := range m.GetOffsets() {
+		if v < 0 || int64(int(v)) != v {
+			return nil, fmt.Errorf("kernel op: shard offset %d", v)
+		}
+		offsets[i] = int(v)
+	}
+	op := &train.KernelOp{
+		Kernel:  kernel.Kernel{Family: fam, Lengthscales: m.GetLengthscales(), SignalVariance: m.GetSignalVariance()},
+		X:       m.GetX(),
+		Offsets: offsets,
+	}
+	if err := op.Validate(); err != nil {
+		return nil, err
+	}
+	return op, nil
+}
+
+// decodeKernelTask returns the kernel map step a message describes, sharing the kernel op
+// of earlier tasks with the same op message.
+func (d *Decoder) decodeKernelTask(m *pb.KernelTask) (*train.KernelTask, error) {
+	if m.GetOp() == nil {
+		return nil, fmt.Errorf("decode task: kernel task without a kernel op")
+	}
+	kind := train.KernelTaskKind(m.GetKind())
+	var unused []string // vectors the kind does not read: a malformed message
+	switch kind {
+	case train.KernelMVM:
+		if len(m.GetA())+len(m.GetB()) > 0 {
+			unused = append(unused, "a, b")
+		}
+	case train.KernelQuad:
+		if len(m.GetV()) > 0 {
+			unused = append(unused, "v")
+		}
+		if len(m.GetIdx()) > 0 {
+			unused = append(unused, "idx")
+		}
+	case train.KernelCols:
+		if len(m.GetV())+len(m.GetA())+len(m.GetB()) > 0 {
+			unused = append(unused, "v, a, b")
+		}
+		if m.GetK() != 0 {
+			unused = append(unused, "k")
+		}
+	default:
+		return nil, fmt.Errorf("decode task: kernel task of unknown kind %d", m.GetKind())
+	}
+	if len(unused) > 0 {
+		return nil, fmt.Errorf("decode task: kernel task of kind %d sets %s, which it does not use", m.GetKind(), strings.Join(unused, " and "))
+	}
+	v, err := d.ops.get(m.GetOp(), func() (any, error) { return decodeKernelOp(m.GetOp()) })
+	if err != nil {
+		return nil, fmt.Errorf("decode task: %w", err)
+	}
+	op, ok := v.(*train.KernelOp)
+	if !ok {
+		return nil, fmt.Errorf("decode task: cached kernel op is a %T", v)
+	}
+	t := &train.KernelTask{Op: op, Kind: kind, K: int(m.GetK()), V: m.GetV(), A: m.GetA(), B: m.GetB()}
+	if len(m.GetIdx()) > 0 {
+		t.Idx = make([]int, len(m.GetIdx()))
+		for i, c := range m.GetIdx() {
+			t.Idx[i] = int(c)
+		}
+	}
+	if err := t.Check(); err != nil {
+		return nil, fmt.Errorf("decode task: %w", err)
+	}
+	return t, nil
 }
 
 // DecodeTask returns the map step a message describes.
@@ -275,6 +445,8 @@ func (d *Decoder) DecodeTask(m *pb.Task) (engine.Task, error) {
 			return nil, err
 		}
 		return &train.RowsTask{Transform: tf}, nil
+	case *pb.Task_Kernel:
+		return d.decodeKernelTask(k.Kernel)
 	}
 	return nil, fmt.Errorf("decode task: unknown kind %T", m.GetKind())
 }

@@ -30,11 +30,14 @@ const (
 
 // Kinds of tasks, for metrics and messages.
 const (
-	taskKindUnknown = "unknown"
-	taskKindMoments = "moments"
-	taskKindGram    = "gram"
-	taskKindRFF     = "rff"
-	taskKindRows    = "rows"
+	taskKindUnknown  = "unknown"
+	taskKindMoments  = "moments"
+	taskKindGram     = "gram"
+	taskKindRFF      = "rff"
+	taskKindRows     = "rows"
+	taskKindDistinct = "distinct"
+	taskKindSample   = "sample"
+	taskKindKernel   = "kernel"
 )
 
 // LoadShard reads a shard into the cache (or finds it there) and returns its row count.
@@ -197,6 +200,8 @@ func fits(task engine.Task, tab *shard.Table) error {
 		dims = append(dims, len(t.Transform.XMean), t.RFF.D)
 	case *train.RowsTask:
 		dims = append(dims, len(t.Transform.XMean))
+	case *train.KernelTask:
+		dims = append(dims, t.Op.Kernel.Dim())
 	}
 	for _, d := range dims {
 		if d != tab.D {
@@ -227,6 +232,12 @@ func taskKind(t *pb.Task) string {
 		return taskKindRFF
 	case *pb.Task_Rows:
 		return taskKindRows
+	case *pb.Task_Distinct:
+		return taskKindDistinct
+	case *pb.Task_Sample:
+		return taskKindSample
+	case *pb.Task_Kernel:
+		return taskKindKernel
 	}
 	return taskKindUnknown
 }

@@ -106,8 +106,31 @@ type JobSpec struct {
 	Grid           int32  `protobuf:"varint,17,opt,name=grid,proto3" json:"grid,omitempty"`
 	Eigenfunctions int32  `protobuf:"varint,18,opt,name=eigenfunctions,proto3" json:"eigenfunctions,omitempty"`
 	Samples        int32  `protobuf:"varint,19,opt,name=samples,proto3" json:"samples,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Conjugate-gradient settings of methods cg (BBMM-style exact GP) and kmcg; 0 or "" means
+	// the default. truncation: "fixed" (J = cg_iters CG iterations per solve) or "rr" (Russian
+	// roulette, unbiased), cg only.
+	Truncation string `protobuf:"bytes,20,opt,name=truncation,proto3" json:"truncation,omitempty"`
+	// cg fixed: J, the CG iterations per solve; kmcg: P, the most search directions (default 100).
+	CgIters int32 `protobuf:"varint,21,opt,name=cg_iters,json=cgIters,proto3" json:"cg_iters,omitempty"`
+	// cg rr: J_min, the iterations always run (default 80).
+	RrMin int32 `protobuf:"varint,22,opt,name=rr_min,json=rrMin,proto3" json:"rr_min,omitempty"`
+	// cg rr: lambda of the truncation distribution P(J) ~ exp(-lambda J) (default 0.05).
+	RrRate float64 `protobuf:"fixed64,23,opt,name=rr_rate,json=rrRate,proto3" json:"rr_rate,omitempty"`
+	// cg: Hutchinson probe vectors t for the log-determinant gradient (default 10).
+	Probes int32 `protobuf:"varint,24,opt,name=probes,proto3" json:"probes,omitempty"`
+	// cg: rank k of the pivoted-Cholesky preconditioner (default 5; -1: no preconditioner).
+	PrecondRank int32 `protobuf:"varint,25,opt,name=precond_rank,json=precondRank,proto3" json:"precond_rank,omitempty"`
+	// cg: Adam base learning rate (default 0.05).
+	LearningRate float64 `protobuf:"fixed64,26,opt,name=learning_rate,json=learningRate,proto3" json:"learning_rate,omitempty"`
+	// cg: relative residual of the prediction solve (default 1e-4); kmcg: stop CG when
+	// ||r|| <= cg_tol ||y_M|| (default 0.01).
+	CgTol float64 `protobuf:"fixed64,27,opt,name=cg_tol,json=cgTol,proto3" json:"cg_tol,omitempty"`
+	// kmcg: M, the number of inducing inputs taken from the rows (default all rows).
+	Subset int32 `protobuf:"varint,28,opt,name=subset,proto3" json:"subset,omitempty"`
+	// cg: rank of the Lanczos predictive-variance cache (default 100).
+	VarianceRank  int32 `protobuf:"varint,29,opt,name=variance_rank,json=varianceRank,proto3" json:"variance_rank,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobSpec) Reset() {
@@ -269,6 +292,76 @@ func (x *JobSpec) GetEigenfunctions() int32 {
 func (x *JobSpec) GetSamples() int32 {
 	if x != nil {
 		return x.Samples
+	}
+	return 0
+}
+
+func (x *JobSpec) GetTruncation() string {
+	if x != nil {
+		return x.Truncation
+	}
+	return ""
+}
+
+func (x *JobSpec) GetCgIters() int32 {
+	if x != nil {
+		return x.CgIters
+	}
+	return 0
+}
+
+func (x *JobSpec) GetRrMin() int32 {
+	if x != nil {
+		return x.RrMin
+	}
+	return 0
+}
+
+func (x *JobSpec) GetRrRate() float64 {
+	if x != nil {
+		return x.RrRate
+	}
+	return 0
+}
+
+func (x *JobSpec) GetProbes() int32 {
+	if x != nil {
+		return x.Probes
+	}
+	return 0
+}
+
+func (x *JobSpec) GetPrecondRank() int32 {
+	if x != nil {
+		return x.PrecondRank
+	}
+	return 0
+}
+
+func (x *JobSpec) GetLearningRate() float64 {
+	if x != nil {
+		return x.LearningRate
+	}
+	return 0
+}
+
+func (x *JobSpec) GetCgTol() float64 {
+	if x != nil {
+		return x.CgTol
+	}
+	return 0
+}
+
+func (x *JobSpec) GetSubset() int32 {
+	if x != nil {
+		return x.Subset
+	}
+	return 0
+}
+
+func (x *JobSpec) GetVarianceRank() int32 {
+	if x != nil {
+		return x.VarianceRank
 	}
 	return 0
 }
@@ -1719,7 +1812,7 @@ var File_gpreduce_v1_coordinator_proto protoreflect.FileDescriptor
 
 const file_gpreduce_v1_coordinator_proto_rawDesc = "" +
 	"\n" +
-	"\x1dgpreduce/v1/coordinator.proto\x12\vgpreduce.v1\x1a\x17gpreduce/v1/types.proto\"\x8e\x05\n" +
+	"\x1dgpreduce/v1/coordinator.proto\x12\vgpreduce.v1\x1a\x17gpreduce/v1/types.proto\"\xad\a\n" +
 	"\aJobSpec\x12\x16\n" +
 	"\x06method\x18\x01 \x01(\tR\x06method\x12\x16\n" +
 	"\x06kernel\x18\x02 \x01(\tR\x06kernel\x12\x12\n" +
@@ -1740,7 +1833,19 @@ const file_gpreduce_v1_coordinator_proto_rawDesc = "" +
 	"\tinference\x18\x10 \x01(\tR\tinference\x12\x12\n" +
 	"\x04grid\x18\x11 \x01(\x05R\x04grid\x12&\n" +
 	"\x0eeigenfunctions\x18\x12 \x01(\x05R\x0eeigenfunctions\x12\x18\n" +
-	"\asamples\x18\x13 \x01(\x05R\asamples\"\x85\x01\n" +
+	"\asamples\x18\x13 \x01(\x05R\asamples\x12\x1e\n" +
+	"\n" +
+	"truncation\x18\x14 \x01(\tR\n" +
+	"truncation\x12\x19\n" +
+	"\bcg_iters\x18\x15 \x01(\x05R\acgIters\x12\x15\n" +
+	"\x06rr_min\x18\x16 \x01(\x05R\x05rrMin\x12\x17\n" +
+	"\arr_rate\x18\x17 \x01(\x01R\x06rrRate\x12\x16\n" +
+	"\x06probes\x18\x18 \x01(\x05R\x06probes\x12!\n" +
+	"\fprecond_rank\x18\x19 \x01(\x05R\vprecondRank\x12#\n" +
+	"\rlearning_rate\x18\x1a \x01(\x01R\flearningRate\x12\x15\n" +
+	"\x06cg_tol\x18\x1b \x01(\x01R\x05cgTol\x12\x16\n" +
+	"\x06subset\x18\x1c \x01(\x05R\x06subset\x12#\n" +
+	"\rvariance_rank\x18\x1d \x01(\x05R\fvarianceRank\"\x85\x01\n" +
 	"\x0fHyperparameters\x12\"\n" +
 	"\flengthscales\x18\x01 \x03(\x01R\flengthscales\x12'\n" +
 	"\x0fsignal_variance\x18\x02 \x01(\x01R\x0esignalVariance\x12%\n" +

@@ -802,6 +802,184 @@ func (x *RowsTask) GetTransform() *Transform {
 	return nil
 }
 
+// KernelOp fixes the kernel matrix K = k(X, X) of a job's standardized training inputs at one
+// hyperparameter value (train.KernelOp): the kernel family name (rbf, matern12, matern32,
+// matern52), its d lengthscales and signal variance, the n x d inputs x (row-major, rows in
+// shard order) and the shard offsets (shards + 1 values from 0 to n: shard i owns rows
+// offsets[i] to offsets[i+1]-1). Workers decode one op per distinct message (by content
+// hash) and cache its kernel blocks; the cache budget is a worker setting and is not sent.
+type KernelOp struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Kernel         string                 `protobuf:"bytes,1,opt,name=kernel,proto3" json:"kernel,omitempty"`
+	Lengthscales   []float64              `protobuf:"fixed64,2,rep,packed,name=lengthscales,proto3" json:"lengthscales,omitempty"`
+	SignalVariance float64                `protobuf:"fixed64,3,opt,name=signal_variance,json=signalVariance,proto3" json:"signal_variance,omitempty"`
+	X              []float64              `protobuf:"fixed64,4,rep,packed,name=x,proto3" json:"x,omitempty"`
+	Offsets        []int64                `protobuf:"varint,5,rep,packed,name=offsets,proto3" json:"offsets,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *KernelOp) Reset() {
+	*x = KernelOp{}
+	mi := &file_gpreduce_v1_types_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KernelOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KernelOp) ProtoMessage() {}
+
+func (x *KernelOp) ProtoReflect() protoreflect.Message {
+	mi := &file_gpreduce_v1_types_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KernelOp.ProtoReflect.Descriptor instead.
+func (*KernelOp) Descriptor() ([]byte, []int) {
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *KernelOp) GetKernel() string {
+	if x != nil {
+		return x.Kernel
+	}
+	return ""
+}
+
+func (x *KernelOp) GetLengthscales() []float64 {
+	if x != nil {
+		return x.Lengthscales
+	}
+	return nil
+}
+
+func (x *KernelOp) GetSignalVariance() float64 {
+	if x != nil {
+		return x.SignalVariance
+	}
+	return 0
+}
+
+func (x *KernelOp) GetX() []float64 {
+	if x != nil {
+		return x.X
+	}
+	return nil
+}
+
+func (x *KernelOp) GetOffsets() []int64 {
+	if x != nil {
+		return x.Offsets
+	}
+	return nil
+}
+
+// KernelTask is one kernel map step over an op (train.KernelTask). kind 1 (MVM): the shard's
+// rows of K V for the n x k column-major v, or with idx set, of K[:, idx] V for v of
+// len(idx) x k; kind 2 (Quad): for the k column pairs of the n x k column-major a and b, the
+// shard's sums of a_c^T (dK/dtheta_j) b_c; kind 3 (Cols): the shard's rows of K[:, idx].
+type KernelTask struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Op            *KernelOp              `protobuf:"bytes,1,opt,name=op,proto3" json:"op,omitempty"`
+	Kind          int32                  `protobuf:"varint,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	K             int32                  `protobuf:"varint,3,opt,name=k,proto3" json:"k,omitempty"`
+	V             []float64              `protobuf:"fixed64,4,rep,packed,name=v,proto3" json:"v,omitempty"`
+	A             []float64              `protobuf:"fixed64,5,rep,packed,name=a,proto3" json:"a,omitempty"`
+	B             []float64              `protobuf:"fixed64,6,rep,packed,name=b,proto3" json:"b,omitempty"`
+	Idx           []int32                `protobuf:"varint,7,rep,packed,name=idx,proto3" json:"idx,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KernelTask) Reset() {
+	*x = KernelTask{}
+	mi := &file_gpreduce_v1_types_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KernelTask) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KernelTask) ProtoMessage() {}
+
+func (x *KernelTask) ProtoReflect() protoreflect.Message {
+	mi := &file_gpreduce_v1_types_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KernelTask.ProtoReflect.Descriptor instead.
+func (*KernelTask) Descriptor() ([]byte, []int) {
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *KernelTask) GetOp() *KernelOp {
+	if x != nil {
+		return x.Op
+	}
+	return nil
+}
+
+func (x *KernelTask) GetKind() int32 {
+	if x != nil {
+		return x.Kind
+	}
+	return 0
+}
+
+func (x *KernelTask) GetK() int32 {
+	if x != nil {
+		return x.K
+	}
+	return 0
+}
+
+func (x *KernelTask) GetV() []float64 {
+	if x != nil {
+		return x.V
+	}
+	return nil
+}
+
+func (x *KernelTask) GetA() []float64 {
+	if x != nil {
+		return x.A
+	}
+	return nil
+}
+
+func (x *KernelTask) GetB() []float64 {
+	if x != nil {
+		return x.B
+	}
+	return nil
+}
+
+func (x *KernelTask) GetIdx() []int32 {
+	if x != nil {
+		return x.Idx
+	}
+	return nil
+}
+
 // Task is one map step, run on one shard.
 type Task struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -813,6 +991,7 @@ type Task struct {
 	//	*Task_Rows
 	//	*Task_Distinct
 	//	*Task_Sample
+	//	*Task_Kernel
 	Kind          isTask_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -820,7 +999,7 @@ type Task struct {
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[12]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -832,7 +1011,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[12]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -845,7 +1024,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{12}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Task) GetKind() isTask_Kind {
@@ -909,6 +1088,15 @@ func (x *Task) GetSample() *SampleTask {
 	return nil
 }
 
+func (x *Task) GetKernel() *KernelTask {
+	if x != nil {
+		if x, ok := x.Kind.(*Task_Kernel); ok {
+			return x.Kernel
+		}
+	}
+	return nil
+}
+
 type isTask_Kind interface {
 	isTask_Kind()
 }
@@ -937,6 +1125,10 @@ type Task_Sample struct {
 	Sample *SampleTask `protobuf:"bytes,6,opt,name=sample,proto3,oneof"`
 }
 
+type Task_Kernel struct {
+	Kernel *KernelTask `protobuf:"bytes,7,opt,name=kernel,proto3,oneof"`
+}
+
 func (*Task_Moments) isTask_Kind() {}
 
 func (*Task_Gram) isTask_Kind() {}
@@ -948,6 +1140,8 @@ func (*Task_Rows) isTask_Kind() {}
 func (*Task_Distinct) isTask_Kind() {}
 
 func (*Task_Sample) isTask_Kind() {}
+
+func (*Task_Kernel) isTask_Kind() {}
 
 type Gram struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -962,7 +1156,7 @@ type Gram struct {
 
 func (x *Gram) Reset() {
 	*x = Gram{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[13]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -974,7 +1168,7 @@ func (x *Gram) String() string {
 func (*Gram) ProtoMessage() {}
 
 func (x *Gram) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[13]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -987,7 +1181,7 @@ func (x *Gram) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gram.ProtoReflect.Descriptor instead.
 func (*Gram) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{13}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Gram) GetS() int32 {
@@ -1038,7 +1232,7 @@ type Moments struct {
 
 func (x *Moments) Reset() {
 	*x = Moments{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[14]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1050,7 +1244,7 @@ func (x *Moments) String() string {
 func (*Moments) ProtoMessage() {}
 
 func (x *Moments) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[14]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1063,7 +1257,7 @@ func (x *Moments) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Moments.ProtoReflect.Descriptor instead.
 func (*Moments) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{14}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Moments) GetN() int64 {
@@ -1110,7 +1304,7 @@ type Vector struct {
 
 func (x *Vector) Reset() {
 	*x = Vector{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[15]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1122,7 +1316,7 @@ func (x *Vector) String() string {
 func (*Vector) ProtoMessage() {}
 
 func (x *Vector) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[15]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1135,7 +1329,7 @@ func (x *Vector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Vector.ProtoReflect.Descriptor instead.
 func (*Vector) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{15}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Vector) GetValues() []float64 {
@@ -1155,7 +1349,7 @@ type Sum struct {
 
 func (x *Sum) Reset() {
 	*x = Sum{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[16]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1167,7 +1361,7 @@ func (x *Sum) String() string {
 func (*Sum) ProtoMessage() {}
 
 func (x *Sum) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[16]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1180,7 +1374,7 @@ func (x *Sum) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sum.ProtoReflect.Descriptor instead.
 func (*Sum) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{16}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Sum) GetParts() []*Vector {
@@ -1208,7 +1402,7 @@ type Rows struct {
 
 func (x *Rows) Reset() {
 	*x = Rows{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[17]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1220,7 +1414,7 @@ func (x *Rows) String() string {
 func (*Rows) ProtoMessage() {}
 
 func (x *Rows) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[17]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1233,7 +1427,7 @@ func (x *Rows) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rows.ProtoReflect.Descriptor instead.
 func (*Rows) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{17}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Rows) GetD() int32 {
@@ -1269,7 +1463,7 @@ type Distinct struct {
 
 func (x *Distinct) Reset() {
 	*x = Distinct{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[18]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1281,7 +1475,7 @@ func (x *Distinct) String() string {
 func (*Distinct) ProtoMessage() {}
 
 func (x *Distinct) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[18]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1294,7 +1488,7 @@ func (x *Distinct) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Distinct.ProtoReflect.Descriptor instead.
 func (*Distinct) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{18}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Distinct) GetCap() int32 {
@@ -1326,7 +1520,7 @@ type Sample struct {
 
 func (x *Sample) Reset() {
 	*x = Sample{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[19]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1338,7 +1532,7 @@ func (x *Sample) String() string {
 func (*Sample) ProtoMessage() {}
 
 func (x *Sample) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[19]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1351,7 +1545,7 @@ func (x *Sample) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sample.ProtoReflect.Descriptor instead.
 func (*Sample) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{19}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Sample) GetK() int32 {
@@ -1407,7 +1601,7 @@ type Stats struct {
 
 func (x *Stats) Reset() {
 	*x = Stats{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[20]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1419,7 +1613,7 @@ func (x *Stats) String() string {
 func (*Stats) ProtoMessage() {}
 
 func (x *Stats) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[20]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1432,7 +1626,7 @@ func (x *Stats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stats.ProtoReflect.Descriptor instead.
 func (*Stats) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{20}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Stats) GetKind() isStats_Kind {
@@ -1595,14 +1789,30 @@ const file_gpreduce_v1_types_proto_rawDesc = "" +
 	"\flengthscales\x18\x03 \x03(\x01R\flengthscales\x12\x12\n" +
 	"\x04grad\x18\x04 \x01(\bR\x04grad\"@\n" +
 	"\bRowsTask\x124\n" +
-	"\ttransform\x18\x01 \x01(\v2\x16.gpreduce.v1.TransformR\ttransform\"\xb4\x02\n" +
+	"\ttransform\x18\x01 \x01(\v2\x16.gpreduce.v1.TransformR\ttransform\"\x97\x01\n" +
+	"\bKernelOp\x12\x16\n" +
+	"\x06kernel\x18\x01 \x01(\tR\x06kernel\x12\"\n" +
+	"\flengthscales\x18\x02 \x03(\x01R\flengthscales\x12'\n" +
+	"\x0fsignal_variance\x18\x03 \x01(\x01R\x0esignalVariance\x12\f\n" +
+	"\x01x\x18\x04 \x03(\x01R\x01x\x12\x18\n" +
+	"\aoffsets\x18\x05 \x03(\x03R\aoffsets\"\x91\x01\n" +
+	"\n" +
+	"KernelTask\x12%\n" +
+	"\x02op\x18\x01 \x01(\v2\x15.gpreduce.v1.KernelOpR\x02op\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\x05R\x04kind\x12\f\n" +
+	"\x01k\x18\x03 \x01(\x05R\x01k\x12\f\n" +
+	"\x01v\x18\x04 \x03(\x01R\x01v\x12\f\n" +
+	"\x01a\x18\x05 \x03(\x01R\x01a\x12\f\n" +
+	"\x01b\x18\x06 \x03(\x01R\x01b\x12\x10\n" +
+	"\x03idx\x18\a \x03(\x05R\x03idx\"\xe7\x02\n" +
 	"\x04Task\x124\n" +
 	"\amoments\x18\x01 \x01(\v2\x18.gpreduce.v1.MomentsTaskH\x00R\amoments\x12+\n" +
 	"\x04gram\x18\x02 \x01(\v2\x15.gpreduce.v1.GramTaskH\x00R\x04gram\x12(\n" +
 	"\x03rff\x18\x03 \x01(\v2\x14.gpreduce.v1.RFFTaskH\x00R\x03rff\x12+\n" +
 	"\x04rows\x18\x04 \x01(\v2\x15.gpreduce.v1.RowsTaskH\x00R\x04rows\x127\n" +
 	"\bdistinct\x18\x05 \x01(\v2\x19.gpreduce.v1.DistinctTaskH\x00R\bdistinct\x121\n" +
-	"\x06sample\x18\x06 \x01(\v2\x17.gpreduce.v1.SampleTaskH\x00R\x06sampleB\x06\n" +
+	"\x06sample\x18\x06 \x01(\v2\x17.gpreduce.v1.SampleTaskH\x00R\x06sample\x121\n" +
+	"\x06kernel\x18\a \x01(\v2\x17.gpreduce.v1.KernelTaskH\x00R\x06kernelB\x06\n" +
 	"\x04kind\"N\n" +
 	"\x04Gram\x12\f\n" +
 	"\x01s\x18\x01 \x01(\x05R\x01s\x12\f\n" +
@@ -1655,7 +1865,7 @@ func file_gpreduce_v1_types_proto_rawDescGZIP() []byte {
 	return file_gpreduce_v1_types_proto_rawDescData
 }
 
-var file_gpreduce_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_gpreduce_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_gpreduce_v1_types_proto_goTypes = []any{
 	(*DataSource)(nil),   // 0: gpreduce.v1.DataSource
 	(*ShardRef)(nil),     // 1: gpreduce.v1.ShardRef
@@ -1669,45 +1879,49 @@ var file_gpreduce_v1_types_proto_goTypes = []any{
 	(*SampleTask)(nil),   // 9: gpreduce.v1.SampleTask
 	(*RFFTask)(nil),      // 10: gpreduce.v1.RFFTask
 	(*RowsTask)(nil),     // 11: gpreduce.v1.RowsTask
-	(*Task)(nil),         // 12: gpreduce.v1.Task
-	(*Gram)(nil),         // 13: gpreduce.v1.Gram
-	(*Moments)(nil),      // 14: gpreduce.v1.Moments
-	(*Vector)(nil),       // 15: gpreduce.v1.Vector
-	(*Sum)(nil),          // 16: gpreduce.v1.Sum
-	(*Rows)(nil),         // 17: gpreduce.v1.Rows
-	(*Distinct)(nil),     // 18: gpreduce.v1.Distinct
-	(*Sample)(nil),       // 19: gpreduce.v1.Sample
-	(*Stats)(nil),        // 20: gpreduce.v1.Stats
+	(*KernelOp)(nil),     // 12: gpreduce.v1.KernelOp
+	(*KernelTask)(nil),   // 13: gpreduce.v1.KernelTask
+	(*Task)(nil),         // 14: gpreduce.v1.Task
+	(*Gram)(nil),         // 15: gpreduce.v1.Gram
+	(*Moments)(nil),      // 16: gpreduce.v1.Moments
+	(*Vector)(nil),       // 17: gpreduce.v1.Vector
+	(*Sum)(nil),          // 18: gpreduce.v1.Sum
+	(*Rows)(nil),         // 19: gpreduce.v1.Rows
+	(*Distinct)(nil),     // 20: gpreduce.v1.Distinct
+	(*Sample)(nil),       // 21: gpreduce.v1.Sample
+	(*Stats)(nil),        // 22: gpreduce.v1.Stats
 }
 var file_gpreduce_v1_types_proto_depIdxs = []int32{
-	15, // 0: gpreduce.v1.GRIEFMap.grid:type_name -> gpreduce.v1.Vector
-	15, // 1: gpreduce.v1.GRIEFMap.q:type_name -> gpreduce.v1.Vector
-	15, // 2: gpreduce.v1.GRIEFMap.log_lam:type_name -> gpreduce.v1.Vector
+	17, // 0: gpreduce.v1.GRIEFMap.grid:type_name -> gpreduce.v1.Vector
+	17, // 1: gpreduce.v1.GRIEFMap.q:type_name -> gpreduce.v1.Vector
+	17, // 2: gpreduce.v1.GRIEFMap.log_lam:type_name -> gpreduce.v1.Vector
 	3,  // 3: gpreduce.v1.GramTask.gl:type_name -> gpreduce.v1.GLMap
 	2,  // 4: gpreduce.v1.GramTask.transform:type_name -> gpreduce.v1.Transform
 	5,  // 5: gpreduce.v1.GramTask.grief:type_name -> gpreduce.v1.GRIEFMap
 	4,  // 6: gpreduce.v1.RFFTask.rff:type_name -> gpreduce.v1.RFFMap
 	2,  // 7: gpreduce.v1.RFFTask.transform:type_name -> gpreduce.v1.Transform
 	2,  // 8: gpreduce.v1.RowsTask.transform:type_name -> gpreduce.v1.Transform
-	6,  // 9: gpreduce.v1.Task.moments:type_name -> gpreduce.v1.MomentsTask
-	7,  // 10: gpreduce.v1.Task.gram:type_name -> gpreduce.v1.GramTask
-	10, // 11: gpreduce.v1.Task.rff:type_name -> gpreduce.v1.RFFTask
-	11, // 12: gpreduce.v1.Task.rows:type_name -> gpreduce.v1.RowsTask
-	8,  // 13: gpreduce.v1.Task.distinct:type_name -> gpreduce.v1.DistinctTask
-	9,  // 14: gpreduce.v1.Task.sample:type_name -> gpreduce.v1.SampleTask
-	15, // 15: gpreduce.v1.Sum.parts:type_name -> gpreduce.v1.Vector
-	15, // 16: gpreduce.v1.Distinct.values:type_name -> gpreduce.v1.Vector
-	13, // 17: gpreduce.v1.Stats.gram:type_name -> gpreduce.v1.Gram
-	14, // 18: gpreduce.v1.Stats.moments:type_name -> gpreduce.v1.Moments
-	16, // 19: gpreduce.v1.Stats.sum:type_name -> gpreduce.v1.Sum
-	17, // 20: gpreduce.v1.Stats.rows:type_name -> gpreduce.v1.Rows
-	18, // 21: gpreduce.v1.Stats.distinct:type_name -> gpreduce.v1.Distinct
-	19, // 22: gpreduce.v1.Stats.sample:type_name -> gpreduce.v1.Sample
-	23, // [23:23] is the sub-list for method output_type
-	23, // [23:23] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	12, // 9: gpreduce.v1.KernelTask.op:type_name -> gpreduce.v1.KernelOp
+	6,  // 10: gpreduce.v1.Task.moments:type_name -> gpreduce.v1.MomentsTask
+	7,  // 11: gpreduce.v1.Task.gram:type_name -> gpreduce.v1.GramTask
+	10, // 12: gpreduce.v1.Task.rff:type_name -> gpreduce.v1.RFFTask
+	11, // 13: gpreduce.v1.Task.rows:type_name -> gpreduce.v1.RowsTask
+	8,  // 14: gpreduce.v1.Task.distinct:type_name -> gpreduce.v1.DistinctTask
+	9,  // 15: gpreduce.v1.Task.sample:type_name -> gpreduce.v1.SampleTask
+	13, // 16: gpreduce.v1.Task.kernel:type_name -> gpreduce.v1.KernelTask
+	17, // 17: gpreduce.v1.Sum.parts:type_name -> gpreduce.v1.Vector
+	17, // 18: gpreduce.v1.Distinct.values:type_name -> gpreduce.v1.Vector
+	15, // 19: gpreduce.v1.Stats.gram:type_name -> gpreduce.v1.Gram
+	16, // 20: gpreduce.v1.Stats.moments:type_name -> gpreduce.v1.Moments
+	18, // 21: gpreduce.v1.Stats.sum:type_name -> gpreduce.v1.Sum
+	19, // 22: gpreduce.v1.Stats.rows:type_name -> gpreduce.v1.Rows
+	20, // 23: gpreduce.v1.Stats.distinct:type_name -> gpreduce.v1.Distinct
+	21, // 24: gpreduce.v1.Stats.sample:type_name -> gpreduce.v1.Sample
+	25, // [25:25] is the sub-list for method output_type
+	25, // [25:25] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_gpreduce_v1_types_proto_init() }
@@ -1715,15 +1929,16 @@ func file_gpreduce_v1_types_proto_init() {
 	if File_gpreduce_v1_types_proto != nil {
 		return
 	}
-	file_gpreduce_v1_types_proto_msgTypes[12].OneofWrappers = []any{
+	file_gpreduce_v1_types_proto_msgTypes[14].OneofWrappers = []any{
 		(*Task_Moments)(nil),
 		(*Task_Gram)(nil),
 		(*Task_Rff)(nil),
 		(*Task_Rows)(nil),
 		(*Task_Distinct)(nil),
 		(*Task_Sample)(nil),
+		(*Task_Kernel)(nil),
 	}
-	file_gpreduce_v1_types_proto_msgTypes[20].OneofWrappers = []any{
+	file_gpreduce_v1_types_proto_msgTypes[22].OneofWrappers = []any{
 		(*Stats_Gram)(nil),
 		(*Stats_Moments)(nil),
 		(*Stats_Sum)(nil),
@@ -1737,7 +1952,7 @@ func file_gpreduce_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gpreduce_v1_types_proto_rawDesc), len(file_gpreduce_v1_types_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

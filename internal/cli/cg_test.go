@@ -1,0 +1,162 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/gpreduce/gpreduce/internal/shard"
+	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
+)
+
+// TestCGSettingsReachTheJobSpec: the cg and kmcg settings survive both client paths, YAML job
+// files and submit's flags, into the JobSpec sent to the cluster.
+func TestCGSettingsReachTheJobSpec(t *testing.T) {
+	base := func(method string) *pb.JobSpec {
+		return &pb.JobSpec{Method: method, Kernel: "rbf",
+			LengthscaleBounds: []float64{0.1, 2}, SignalVarianceBounds: []float64{0.05, 20}, NoiseVarianceBounds: []float64{1e-4, 2},
+			MaxIter: 100, Data: &pb.DataSource{Uri: "/d/x.csv", Format: "csv"}}
+	}
+	cgRR := base("cg")
+	cgRR.Truncation, cgRR.RrMin, cgRR.RrRate, cgRR.Probes, cgRR.PrecondRank = "rr", 40, 0.08, 12, -1
+	cgRR.LearningRate, cgRR.CgTol, cgRR.VarianceRank = 0.01, 1e-6, 64
+	cgFixed := base("cg")
+	cgFixed.Truncation, cgFixed.CgIters, cgFixed.PrecondRank = "fixed", 25, 9
+	kmcg := base("kmcg")
+	kmcg.CgIters, kmcg.CgTol, kmcg.Subset = 50, 0.02, 1500
+	for _, tc := range []struct {
+		name  string
+		yaml  string
+		flags specFlags
+		want  *pb.JobSpec
+	}{
+		{"cg rr", "method: cg\ntruncation: rr\nrr_min: 40\nrr_rate: 0.08\nprobes: 12\nprecond_rank: -1\nlearning_rate: 0.01\ncg_tol: 1.0e-6\nvariance_rank: 64\n",
+			specFlags{truncation: "rr", rrMin: 40, rrRate: 0.08, probes: 12, precondRank: -1, learningRate: 0.01, cgTol: 1e-6, varianceRank: 64}, cgRR},
+		{"cg fixed", "method: cg\ntruncation: fixed\ncg_iters: 25\nprecond_rank: 9\n",
+			specFlags{truncation: "fixed", cgIters: 25, precondRank: 9}, cgFixed},
+		{"kmcg", "method: kmcg\ncg_iters: 50\ncg_tol: 0.02\nsubset: 1500\n",
+			specFlags{cgIters: 50, cgTol: 0.02, subset: 1500}, kmcg},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j, err := parseJobFile([]byte(tc.yaml+"data: {uri: /d/x.csv}\n"), "/d")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !proto.Equal(j.spec, tc.want) {
+				t.Errorf("YAML:\n got %v\nwant %v", j.spec, tc.want)
+			}
+			sf := tc.flags
+			sf.method, sf.kernel, sf.maxIter = tc.want.Method, "rbf", 100
+			s, err := sf.spec()
+			if err != nil {
+				t.Fatal(err)
+			}
+			js, err := buildJobSpec(s, shard.Source{URI: "/d/x.csv", Format: "csv"}, 0, 0, ".", flagNames)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !proto.Equal(js, tc.want) {
+				t.Errorf("flags:\n got %v\nwant %v", js, tc.want)
+			}
+		})
+	}
+}
+
+// TestCGJobFileErrors: misplaced, malformed or misspelled cg settings in a job file are
+// errors naming the YAML key.
+func TestCGJobFileErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"probes for gl", "probes: 3\n", []string{"probes: a cg setting; drop it for method gl"}},
+		{"cg_iters for grief", "method: grief\ncg_iters: 3\n", []string{"cg_iters: a cg and kmcg setting; drop it"}},
+		{"subset for cg", "method: cg\nsubset: 30\n", []string{"subset: a kmcg setting"}},
+		{"rr_rate without rr", "method: cg\nrr_rate: 0.1\n", []string{"rr_rate:", "--truncation rr"}},
+		{"unknown truncation", "method: cg\ntruncation: halving\n", []string{"truncation:", "halving", "fixed", "rr"}},
+		{"bad precond_rank", "method: cg\nprecond_rank: -4\n", []string{"precond_rank:", "-1 for no preconditioner"}},
+		{"cg_tol out of range", "method: kmcg\ncg_tol: 2\n", []string{"cg_tol:", "(0, 1)"}},
+		{"fractional probes", "method: cg\nprobes: 2.5\n", []string{"probes", "whole number"}},
+		{"learning_rate not a number", "method: cg\nlearning_rate: fast\n", []string{"learning_rate", "a number"}},
+		{"huge subset", "method: kmcg\nsubset: 2000000000\n", []string{"subset:", "too large"}},
+		{"misspelled key", "method: cg\ncg_iter: 30\n", []string{`unknown key "cg_iter"`, `did you mean "cg_iters"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parseJobFile([]byte(tc.yaml+"data: {uri: a.csv}\n"), "/base")
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestCGFlags: the command line refuses cg settings for other methods with Spec.Validate's
+// message naming the flag, before reading any data or dialing a coordinator, and the help
+// lists the new methods and flags.
+func TestCGFlags(t *testing.T) {
+	dir := t.TempDir()
+	good := writeCSV(t, dir, "good.csv", 40, 0)
+	job := filepath.Join(dir, "job.yaml")
+	if err := os.WriteFile(job, []byte("method: cg\ndata: {uri: good.csv}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"eval rff with probes", []string{"eval", "--method", "rff", "--probes", "3", "--train", good, "--test", good, "--header"},
+			[]string{"--probes: a cg setting; drop it for method rff"}},
+		{"eval before reading data", []string{"eval", "--method", "rff", "--probes", "3", "--train", filepath.Join(dir, "nope.csv"), "--test", good},
+			[]string{"--probes: a cg setting; drop it"}},
+		{"eval kmcg with truncation", []string{"eval", "--method", "kmcg", "--truncation", "rr", "--data", good, "--header"},
+			[]string{"--truncation: a cg setting; drop it for method kmcg"}},
+		{"eval bad truncation", []string{"eval", "--method", "cg", "--truncation", "halving", "--data", good, "--header"},
+			[]string{"--truncation:", "halving"}},
+		{"eval bad precond rank", []string{"eval", "--method", "cg", "--precond-rank", "-3", "--data", good, "--header"},
+			[]string{"--precond-rank:", "-1 for no preconditioner"}},
+		{"eval not a number", []string{"eval", "--method", "cg", "--rr-rate", "fast", "--data", good, "--header"},
+			[]string{"rr-rate"}},
+		{"submit rff with probes", []string{"submit", "--method", "rff", "--probes", "3", "--data", good, "--addr", "127.0.0.1:1"},
+			[]string{"--probes: a cg setting; drop it for method rff"}},
+		{"submit huge cg iters", []string{"submit", "--method", "cg", "--cg-iters", "5000000000", "--data", good, "--addr", "127.0.0.1:1"},
+			[]string{"--cg-iters:", "too large"}},
+		{"submit job file with flags", []string{"submit", job, "--probes", "3", "--learning-rate", "0.1", "--addr", "127.0.0.1:1"},
+			[]string{"--probes, --learning-rate cannot be combined with a job file"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, errOut := run(t, tc.args...)
+			if code != 1 {
+				t.Fatalf("exit %d, want 1; stderr: %s", code, errOut)
+			}
+			if strings.Contains(errOut, "panic") {
+				t.Fatalf("panicked: %s", errOut)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(errOut, w) {
+					t.Errorf("error %q does not mention %q", strings.TrimSpace(errOut), w)
+				}
+			}
+		})
+	}
+	for _, cmd := range []string{"eval", "submit"} {
+		code, out, errOut := run(t, cmd, "--help")
+		if code != 0 {
+			t.Fatalf("%s --help: exit %d: %s", cmd, code, errOut)
+		}
+		for _, w := range []string{"gl, rff, exact, grief, cg or kmcg", "--truncation", "--cg-iters", "--rr-min", "--rr-rate", "--probes",
+			"--precond-rank", "--learning-rate", "--cg-tol", "--subset", "--variance-rank", "(default 100)", "(default 0.05)", "(default 0.0001)"} {
+			if !strings.Contains(out, w) {
+				t.Errorf("%s --help lacks %q", cmd, w)
+			}
+		}
+	}
+}

@@ -396,3 +396,39 @@ func TestRejections(t *testing.T) {
 		t.Errorf("inverted bound flag: %v: %s", err, errOut)
 	}
 }
+
+// cg2d: RR-CG training on the 2-input data; every CG iteration is a round of kernel tasks.
+func cg2d() job {
+	j := gl2d()
+	j.spec = []string{"--method", "cg", "--truncation", "rr", "--rr-min", "10", "--max-iter", "6", "--probes", "4", "--variance-rank", "20", "--seed", "3"}
+	return j
+}
+
+// kmcg2d: KMCG on 300 inducing rows of the same data (CG on the coordinator, one map round
+// for R = k(X, X_M) S).
+func kmcg2d() job {
+	j := gl2d()
+	j.spec = []string{"--method", "kmcg", "--subset", "300", "--cg-iters", "40", "--max-iter", "10"}
+	return j
+}
+
+// TestClusterCGMatchesLocalEngine: cg (Russian-roulette truncation) and kmcg jobs on the
+// cluster give bitwise the models eval trains with the in-process engine, and the cg job keeps
+// its bits when a worker is killed in the middle of it.
+func TestClusterCGMatchesLocalEngine(t *testing.T) {
+	c := newCluster(t, 3)
+	c.startWorkers(3)
+	jc, jk := cg2d(), kmcg2d()
+	idC := c.submit(jc.submitArgs("--id", "cg-rr")...)
+	idK := c.submit(jk.submitArgs("--id", "kmcg")...)
+	s := c.waitIteration(idC, 2, 2*time.Minute)
+	c.workers[2].kill()
+	t.Logf("killed worker w2 at cg iteration %d", s.Iteration)
+	for _, id := range []string{idC, idK} {
+		if fin := c.waitJob(id, 4*time.Minute); fin.State != "succeeded" {
+			t.Fatalf("job %s: %s: %s", id, fin.State, fin.Error)
+		}
+	}
+	sameModel(t, "cg rr with a worker killed", c.model(idC), jc.local(t))
+	sameModel(t, "kmcg on a subset", c.model(idK), jk.local(t))
+}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -158,5 +159,31 @@ func TestCGFlags(t *testing.T) {
 				t.Errorf("%s --help lacks %q", cmd, w)
 			}
 		}
+	}
+}
+
+// eval --train-rows trains on a fixed sample of the training rows and reports scores on the
+// standardized target too; a negative count is refused.
+func TestEvalTrainRows(t *testing.T) {
+	dir := t.TempDir()
+	good := writeCSV(t, dir, "good.csv", 120, 0)
+	code, out, errOut := run(t, "eval", "--method", "exact", "--data", good, "--header", "--train-rows", "50", "--max-iter", "5", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var r struct {
+		NTrain  int     `json:"n_train"`
+		RMSE    float64 `json:"rmse"`
+		RMSEStd float64 `json:"rmse_standardized"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if r.NTrain != 50 || !(r.RMSEStd > 0) {
+		t.Errorf("result %+v", r)
+	}
+	code, _, errOut = run(t, "eval", "--method", "exact", "--data", good, "--header", "--train-rows", "-3")
+	if code != 1 || !strings.Contains(errOut, "--train-rows -3") {
+		t.Errorf("exit %d: %s", code, errOut)
 	}
 }

@@ -90,6 +90,11 @@ func (f Family) Profile(r2 float64) float64 {
 	return k0
 }
 
+// ProfileGrad returns k0(r) and q(r) = -k0'(r)/r at r2 = r^2: with t = L^-1 (x - y),
+// dk/dlog l_j = SignalVariance * q * t_j^2 (q = 0 at r = 0 for Matern 1/2, the limit of the
+// product).
+func (f Family) ProfileGrad(r2 float64) (k0, q float64) { return f.shape(r2) }
+
 // Kernel is a stationary ARD kernel k(x, x') = SignalVariance * k0(||L^-1 (x - x')||).
 // Lengthscales are in the units of the inputs; SignalVariance in squared units of the target.
 type Kernel struct {

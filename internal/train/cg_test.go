@@ -590,3 +590,35 @@ func TestKMCGPredictsLikeExact(t *testing.T) {
 	}
 	t.Logf("KMCG RMSE %.4f (rank %d), exact %.4f", rk, m.Expansion.RPlus, re)
 }
+
+// The derivative forms match kernel.EvalGrad for every family (RBF takes K b from Q b).
+func TestKernelQuadAllFamilies(t *testing.T) {
+	const n, d, k = 120, 2, 2
+	rng := rand.New(rand.NewPCG(4, 4))
+	A, B := make([]float64, n*k), make([]float64, n*k)
+	for i := range A {
+		A[i], B[i] = rng.NormFloat64(), rng.NormFloat64()
+	}
+	for _, fam := range []kernel.Family{kernel.RBF, kernel.Matern12, kernel.Matern32, kernel.Matern52} {
+		op, refs, tabs := kernelFixture(t, n, d, 3, 0)
+		op.Kernel.Family = fam
+		got := runKernelTask(t, &KernelTask{Op: op, Kind: KernelQuad, K: k, A: A, B: B}, refs, tabs).(*reduce.Sum).Parts[0]
+		g := make([]float64, d+1)
+		for c := 0; c < k; c++ {
+			want := make([]float64, d+1)
+			for i := 0; i < n; i++ {
+				for m := 0; m < n; m++ {
+					op.Kernel.EvalGrad(op.X[i*d:(i+1)*d], op.X[m*d:(m+1)*d], g)
+					for j := range g {
+						want[j] += A[c*n+i] * g[j] * B[c*n+m]
+					}
+				}
+			}
+			for j := range want {
+				if math.Abs(got[c*(d+1)+j]-want[j]) > 1e-10*(1+math.Abs(want[j])) {
+					t.Errorf("%v pair %d parameter %d: %v, want %v", fam, c, j, got[c*(d+1)+j], want[j])
+				}
+			}
+		}
+	}
+}

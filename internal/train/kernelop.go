@@ -93,17 +93,31 @@ func (o *KernelOp) rowsOf(ref shard.Ref, tab *shard.Table) (lo, rows int, err er
 	return lo, hi - lo, nil
 }
 
-// fill writes rows lo..lo+rows-1 of K (rows x n, row-major) into dst, from the inputs scaled
-// by the lengthscales once per op.
-func (o *KernelOp) fill(lo, rows int, dst []float64) {
-	d, n := o.Kernel.Dim(), o.N()
+// scaledX returns X with column j divided by lengthscale j, computed once per op.
+func (o *KernelOp) scaledX() []float64 {
 	o.scaleOnce.Do(func() {
+		d := o.Kernel.Dim()
 		o.scaled = make([]float64, len(o.X))
 		for i, v := range o.X {
 			o.scaled[i] = v / o.Kernel.Lengthscales[i%d]
 		}
 	})
-	xs, sf2, fam := o.scaled, o.Kernel.SignalVariance, o.Kernel.Family
+	return o.scaled
+}
+
+// fill writes rows lo..lo+rows-1 of K (rows x n, row-major) into dst.
+func (o *KernelOp) fill(lo, rows int, dst []float64) {
+	o.fillWith(lo, rows, dst, func(r2 float64) float64 { return o.Kernel.Family.Profile(r2) })
+}
+
+// fillQ writes rows lo..lo+rows-1 of Q, Q_im = sigma_f^2 q(r_im) (kernel.Family.ProfileGrad).
+func (o *KernelOp) fillQ(lo, rows int, dst []float64) {
+	o.fillWith(lo, rows, dst, func(r2 float64) float64 { _, q := o.Kernel.Family.ProfileGrad(r2); return q })
+}
+
+func (o *KernelOp) fillWith(lo, rows int, dst []float64, f func(r2 float64) float64) {
+	d, n := o.Kernel.Dim(), o.N()
+	xs, sf2 := o.scaledX(), o.Kernel.SignalVariance
 	for i := 0; i < rows; i++ {
 		xi := xs[(lo+i)*d : (lo+i+1)*d]
 		row := dst[i*n : (i+1)*n]
@@ -114,7 +128,7 @@ func (o *KernelOp) fill(lo, rows int, dst []float64) {
 				t := v - xm[k]
 				r2 += t * t
 			}
-			row[m] = sf2 * fam.Profile(r2)
+			row[m] = sf2 * f(r2)
 		}
 	}
 }
@@ -308,42 +322,78 @@ func (t *KernelTask) subMVM(ctx context.Context, lo, rows int, out *reduce.Rows)
 	return out, nil
 }
 
+// quad computes the derivative forms by matrix products. With t_j = xs_ij - xs_mj the scaled
+// differences (xs = X / l) and Q_im = sigma_f^2 q(r_im) (kernel.Family.ProfileGrad),
+//
+//	dK_im/dlog l_j = Q_im t_j^2,   dK/dlog sigma_f^2 = K,
+//	sum_m dK_im/dlog l_j b_m = xs_ij^2 (Q b)_i - 2 xs_ij (Q (xs_j .* b))_i + (Q (xs_j^2 .* b))_i,
+//
+// so one product of each block of Q rows with the n x (2d+1)k matrix [b, xs_j .* b, xs_j^2 .* b]
+// gives every lengthscale form (for RBF, Q = K also gives K b).
 func (t *KernelTask) quad(ctx context.Context, lo, rows int) (reduce.Stats, error) {
 	n, k, d := t.Op.N(), t.K, t.Op.Kernel.Dim()
-	np := d + 1
-	sum := make([]float64, k*np)
-	grad := make([]float64, np)
-	w := make([]float64, k)
-	acc := make([]float64, k*np)
-	X := t.Op.X
-	for i := lo; i < lo+rows; i++ {
-		if (i-lo)%kernelBlockRows == 0 {
-			if err := ctx.Err(); err != nil {
-				return nil, err
+	np, w := d+1, 2*d+1
+	xs := t.Op.scaledX()
+	// Bext row-major n x (w k): column c*w is b_c, c*w+1+j is xs_j .* b_c, c*w+1+d+j is xs_j^2 .* b_c.
+	bext := make([]float64, n*w*k)
+	for m := 0; m < n; m++ {
+		row := bext[m*w*k : (m+1)*w*k]
+		xm := xs[m*d : (m+1)*d]
+		for c := 0; c < k; c++ {
+			b := t.B[c*n+m]
+			col := row[c*w : (c+1)*w]
+			col[0] = b
+			for j, v := range xm {
+				col[1+j] = v * b
+				col[1+d+j] = v * v * b
 			}
 		}
-		xi := X[i*d : (i+1)*d]
-		// acc[c*np+j] = sum_m dK[i,m]/dtheta_j B[m,c], then scaled by A[i,c].
-		clear(acc)
-		for m := 0; m < n; m++ {
-			t.Op.Kernel.EvalGrad(xi, X[m*d:(m+1)*d], grad)
+	}
+	rbf := t.Op.Kernel.Family == kernel.RBF
+	sum := make([]float64, k*np)
+	if rows == 0 {
+		return &reduce.Sum{Parts: [][]float64{sum}, N: 0}, nil
+	}
+	bs := min(rows, kernelBlockRows)
+	qb := make([]float64, bs*n)
+	cq := make([]float64, bs*w*k)
+	var kb, ck []float64
+	if !rbf {
+		kb, ck = make([]float64, bs*n), make([]float64, bs*k)
+	}
+	Bm := blas64.General{Rows: n, Cols: w * k, Stride: w * k, Data: bext}
+	bt := blas64.General{Rows: k, Cols: n, Stride: n, Data: t.B}
+	for r0 := 0; r0 < rows; r0 += kernelBlockRows {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		nr := min(kernelBlockRows, rows-r0)
+		t.Op.fillQ(lo+r0, nr, qb)
+		blas64.Gemm(blas.NoTrans, blas.NoTrans, 1, blas64.General{Rows: nr, Cols: n, Stride: n, Data: qb[:nr*n]}, Bm,
+			0, blas64.General{Rows: nr, Cols: w * k, Stride: w * k, Data: cq[:nr*w*k]})
+		if !rbf {
+			t.Op.fill(lo+r0, nr, kb)
+			blas64.Gemm(blas.NoTrans, blas.Trans, 1, blas64.General{Rows: nr, Cols: n, Stride: n, Data: kb[:nr*n]}, bt,
+				0, blas64.General{Rows: nr, Cols: k, Stride: k, Data: ck[:nr*k]})
+		}
+		for i := 0; i < nr; i++ {
+			gi := lo + r0 + i
+			xi := xs[gi*d : (gi+1)*d]
 			for c := 0; c < k; c++ {
-				w[c] = t.B[c*n+m]
-			}
-			for c, bc := range w {
-				if bc == 0 {
+				a := t.A[c*n+gi]
+				if a == 0 {
 					continue
 				}
-				a := acc[c*np : (c+1)*np]
-				for j, g := range grad {
-					a[j] += g * bc
+				cc := cq[(i*k+c)*w : (i*k+c+1)*w]
+				s := sum[c*np : (c+1)*np]
+				for j, v := range xi {
+					s[j] += a * (v*v*cc[0] - 2*v*cc[1+j] + cc[1+d+j])
 				}
-			}
-		}
-		for c := 0; c < k; c++ {
-			ai := t.A[c*n+i]
-			for j := 0; j < np; j++ {
-				sum[c*np+j] += ai * acc[c*np+j]
+				if rbf {
+					s[d] += a * cc[0]
+				} else {
+					s[d] += a * ck[i*k+c]
+				}
 			}
 		}
 	}

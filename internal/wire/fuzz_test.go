@@ -2,6 +2,7 @@ package wire
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -15,7 +16,9 @@ import (
 )
 
 // FuzzDecodeTask: no task message, however malformed, panics the decoder, and a decoded
-// kernel task runs on every shard of its op without panicking.
+// kernel task runs on every shard of its op without panicking. The decoder holds the inputs
+// of the seed op as a blob, so slim seeds (inputs named by hash) decode too; only a slim op
+// can fail for a missing blob.
 func FuzzDecodeTask(f *testing.F) {
 	tf := shard.Transform{XMean: []float64{0, 0}, XScale: []float64{1, 1}, YScale: 1}
 	gl, err := features.NewGL(kernel.RBF, []float64{3, 3}, []int{4, 5})
@@ -38,23 +41,45 @@ func FuzzDecodeTask(f *testing.F) {
 		&train.KernelTask{Op: op, Kind: train.KernelCols, Idx: []int{4, 0}},
 		&train.KernelTask{Op: op, Kind: train.KernelMVM, K: 1, V: []float64{2, -1}, Idx: []int{3, 1}},
 	}
-	for _, s := range seeds {
-		m, err := EncodeTask(s)
-		if err != nil {
-			f.Fatal(err)
-		}
+	add := func(m *pb.Task) {
 		b, err := proto.Marshal(m)
 		if err != nil {
 			f.Fatal(err)
 		}
 		f.Add(b)
 	}
+	for _, s := range seeds {
+		m, err := EncodeTask(s)
+		if err != nil {
+			f.Fatal(err)
+		}
+		add(m)
+		if slim, blobs := Slim(m); len(blobs) > 0 {
+			add(slim)
+		}
+	}
+	// A slim op of an unknown blob, and a full op whose hash is not its inputs'.
+	m, err := EncodeTask(seeds[len(seeds)-1])
+	if err != nil {
+		f.Fatal(err)
+	}
+	slim, _ := Slim(m)
+	slim.GetKernel().GetOp().XSha256 = make([]byte, 32)
+	add(slim)
+	m.GetKernel().GetOp().XSha256 = make([]byte, 32)
+	add(m)
+	blob := HashFloats(op.X)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var m pb.Task
 		if proto.Unmarshal(b, &m) != nil {
 			return
 		}
-		task, err := NewDecoder().DecodeTask(&m)
+		dec := NewDecoder()
+		dec.Blobs().Put(blob, op.X)
+		task, err := dec.DecodeTask(&m)
+		if errors.Is(err, ErrMissingBlob) && len(m.GetKernel().GetOp().GetX()) > 0 {
+			t.Errorf("a full op failed for a missing blob: %v", err)
+		}
 		if err != nil {
 			return
 		}

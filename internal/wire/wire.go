@@ -1,7 +1,9 @@
 package wire
 
 import (
+	"bytes"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -66,10 +68,16 @@ func EncodeTask(t engine.Task) (*pb.Task, error) {
 }
 
 // encodeKernelTask returns the message of a kernel map step. Only the vectors its kind uses
-// are sent; the op's CacheBytes is a per-process setting and is not.
+// are sent; the op's CacheBytes is a per-process setting and is not. The op carries the
+// inputs X in full with their SHA-256 (Slim strips them); inputs above MaxBroadcastBytes are
+// rejected, since blobs are not chunked and a task must fit one gRPC message.
 func encodeKernelTask(t *train.KernelTask) (*pb.Task, error) {
 	if t.Op == nil {
 		return nil, fmt.Errorf("encode task: kernel task without a kernel op")
+	}
+	if b := int64(len(t.Op.X)) * 8; b > broadcastLimit {
+		return nil, fmt.Errorf("encode task: kernel inputs of %d bytes exceed the broadcast limit of %d bytes; use fewer rows or fewer rows per job",
+			b, broadcastLimit)
 	}
 	if err := t.Op.Validate(); err != nil {
 		return nil, fmt.Errorf("encode task: %w", err)
@@ -82,6 +90,7 @@ func encodeKernelTask(t *train.KernelTask) (*pb.Task, error) {
 	for i, v := range op.Offsets {
 		offsets[i] = int64(v)
 	}
+	sum := HashFloats(op.X)
 	m := &pb.KernelTask{
 		Op: &pb.KernelOp{
 			Kernel:         op.Kernel.Family.String(),
@@ -89,6 +98,7 @@ func encodeKernelTask(t *train.KernelTask) (*pb.Task, error) {
 			SignalVariance: op.Kernel.SignalVariance,
 			X:              op.X,
 			Offsets:        offsets,
+			XSha256:        sum[:],
 		},
 		Kind: int32(t.Kind),
 	}
@@ -196,10 +206,15 @@ func DecodeGRIEF(m *pb.GRIEFMap) (*features.GRIEF, error) {
 // so the many tasks of a job share one map. Kernel ops have their own, smaller cache: every
 // task of one hyperparameter value shares one *train.KernelOp, which holds that value's
 // kernel blocks (up to its CacheBytes, possibly GiBs), so only the two most recently used are
-// kept. It is safe for concurrent use.
+// kept. Ops are keyed by their slim form (the inputs' hash, the kernel and the offsets), so
+// a task's key never hashes the inputs themselves. The inputs are broadcast blobs, kept in a
+// BlobCache by hash: a full op stores its inputs there (after checking their hash) and a slim
+// op, which names them by hash, takes them from there, failing with a *MissingBlobError when
+// they are not held. It is safe for concurrent use.
 type Decoder struct {
-	maps hashCache // feature maps
-	ops  hashCache // *train.KernelOp
+	maps  hashCache // feature maps
+	ops   hashCache // *train.KernelOp
+	blobs *BlobCache
 }
 
 // Cache sizes of a Decoder: feature maps, and kernel ops (the current hyperparameter value
@@ -209,10 +224,20 @@ const (
 	kernelOpCacheSize = 2
 )
 
-// NewDecoder returns an empty decoder.
-func NewDecoder() *Decoder {
-	return &Decoder{maps: hashCache{size: decoderCacheSize}, ops: hashCache{size: kernelOpCacheSize}}
+// NewDecoder returns an empty decoder with a blob cache of DefaultBlobCacheBytes.
+func NewDecoder() *Decoder { return NewDecoderWithBlobs(nil) }
+
+// NewDecoderWithBlobs returns an empty decoder keeping blobs in c (nil: a new cache of
+// DefaultBlobCacheBytes).
+func NewDecoderWithBlobs(c *BlobCache) *Decoder {
+	if c == nil {
+		c = NewBlobCache(0)
+	}
+	return &Decoder{maps: hashCache{size: decoderCacheSize}, ops: hashCache{size: kernelOpCacheSize}, blobs: c}
 }
+
+// Blobs returns the decoder's blob cache.
+func (d *Decoder) Blobs() *BlobCache { return d.blobs }
 
 // hashCache holds the values built from messages, keyed by the SHA-256 of the message's type
 // and deterministic encoding, evicting the least recently used beyond size entries.
@@ -280,8 +305,56 @@ func (c *hashCache) touch(key [32]byte) {
 	}
 }
 
-// decodeKernelOp builds the kernel op a message describes, after KernelOp.Validate.
-func decodeKernelOp(m *pb.KernelOp) (*train.KernelOp, error) {
+// kernelOp returns the kernel op a message describes, shared with earlier messages of the same
+// op whether full or slim (see Decoder).
+func (d *Decoder) kernelOp(m *pb.KernelOp) (*train.KernelOp, error) {
+	x, sum := m.GetX(), m.GetXSha256()
+	var h [32]byte
+	switch {
+	case len(sum) != 0 && len(sum) != sha256.Size:
+		return nil, fmt.Errorf("kernel op: x_sha256 of %d bytes, want %d", len(sum), sha256.Size)
+	case len(x) > 0:
+		h = HashFloats(x)
+		if len(sum) > 0 && !bytes.Equal(sum, h[:]) {
+			return nil, errHashMismatch(sum, h)
+		}
+	case len(sum) == 0:
+		return nil, fmt.Errorf("kernel op: no input values and no x_sha256")
+	default:
+		copy(h[:], sum)
+	}
+	full := len(x) > 0
+	v, err := d.ops.get(slimOp(m, h), func() (any, error) {
+		// A held blob is used even for a full op, so that ops and the cache share one copy.
+		if held, ok := d.blobs.Get(h); ok {
+			x = held
+		} else if !full {
+			return nil, &MissingBlobError{Hash: h}
+		}
+		return decodeKernelOp(m, x)
+	})
+	if err != nil {
+		if errors.Is(err, ErrMissingBlob) {
+			d.blobs.misses.Add(1)
+		}
+		return nil, err
+	}
+	op, ok := v.(*train.KernelOp)
+	if !ok {
+		return nil, fmt.Errorf("cached kernel op is a %T", v)
+	}
+	if full {
+		d.blobs.Put(h, op.X) // the op's inputs passed Validate
+	} else {
+		d.blobs.hits.Add(1)
+		d.blobs.Get(h) // keep the blob fresh while its ops are in use
+	}
+	return op, nil
+}
+
+// decodeKernelOp builds the kernel op a message with inputs x describes, after
+// KernelOp.Validate.
+func decodeKernelOp(m *pb.KernelOp, x []float64) (*train.KernelOp, error) {
 	fam, err := kernel.ParseFamily(m.GetKernel())
 	if err != nil {
 		return nil, err
@@ -295,7 +368,7 @@ func decodeKernelOp(m *pb.KernelOp) (*train.KernelOp, error) {
 	}
 	op := &train.KernelOp{
 		Kernel:  kernel.Kernel{Family: fam, Lengthscales: m.GetLengthscales(), SignalVariance: m.GetSignalVariance()},
-		X:       m.GetX(),
+		X:       x,
 		Offsets: offsets,
 	}
 	if err := op.Validate(); err != nil {
@@ -337,13 +410,9 @@ func (d *Decoder) decodeKernelTask(m *pb.KernelTask) (*train.KernelTask, error) 
 	if len(unused) > 0 {
 		return nil, fmt.Errorf("decode task: kernel task of kind %d sets %s, which it does not use", m.GetKind(), strings.Join(unused, " and "))
 	}
-	v, err := d.ops.get(m.GetOp(), func() (any, error) { return decodeKernelOp(m.GetOp()) })
+	op, err := d.kernelOp(m.GetOp())
 	if err != nil {
 		return nil, fmt.Errorf("decode task: %w", err)
-	}
-	op, ok := v.(*train.KernelOp)
-	if !ok {
-		return nil, fmt.Errorf("decode task: cached kernel op is a %T", v)
 	}
 	t := &train.KernelTask{Op: op, Kind: kind, K: int(m.GetK()), V: m.GetV(), A: m.GetA(), B: m.GetB()}
 	if len(m.GetIdx()) > 0 {

@@ -3,6 +3,8 @@ package worker
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/gpreduce/gpreduce/internal/wire"
 )
 
 // metrics are the worker's Prometheus metrics, on a registry the worker owns.
@@ -18,7 +20,8 @@ type metrics struct {
 	registered   prometheus.Gauge
 }
 
-func newMetrics() *metrics {
+// newMetrics returns the worker's metrics, reading the blob cache's counters when scraped.
+func newMetrics(blobs *wire.BlobCache) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		tasks: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -57,5 +60,27 @@ func newMetrics() *metrics {
 	}
 	m.reg.MustRegister(m.tasks, m.taskSeconds, m.running, m.lookups, m.loadFailures, m.cachedShards, m.cacheBytes,
 		m.registered, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "gpreduce_worker_blob_cache_hits_total",
+			Help: "Tasks naming a broadcast blob (kernel inputs) by hash that found it held.",
+		}, func() float64 { return float64(blobs.Stats().Hits) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "gpreduce_worker_blob_cache_misses_total",
+			Help: "Tasks naming a broadcast blob by hash that did not find it (answered FAILED_PRECONDITION; resent in full).",
+		}, func() float64 { return float64(blobs.Stats().Misses) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "gpreduce_worker_blob_cache_evictions_total",
+			Help: "Broadcast blobs evicted from the blob cache to stay within its budget.",
+		}, func() float64 { return float64(blobs.Stats().Evictions) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "gpreduce_worker_blob_cache_bytes",
+			Help: "Bytes of the broadcast blobs held in the blob cache (8 per value).",
+		}, func() float64 { return float64(blobs.Stats().Bytes) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "gpreduce_worker_blob_cache_blobs",
+			Help: "Broadcast blobs held in the blob cache.",
+		}, func() float64 { return float64(blobs.Stats().Blobs) }),
+	)
 	return m
 }

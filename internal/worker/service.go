@@ -21,11 +21,12 @@ import (
 
 // Outcomes of a task, for metrics.
 const (
-	outcomeOK       = "ok"
-	outcomeData     = "data_error"
-	outcomeInvalid  = "invalid"
-	outcomeCanceled = "canceled"
-	outcomeError    = "error"
+	outcomeOK          = "ok"
+	outcomeData        = "data_error"
+	outcomeInvalid     = "invalid"
+	outcomeCanceled    = "canceled"
+	outcomeError       = "error"
+	outcomeMissingBlob = "missing_blob"
 )
 
 // Kinds of tasks, for metrics and messages.
@@ -65,8 +66,11 @@ func (w *Worker) LoadShard(ctx context.Context, req *pb.LoadShardRequest) (*pb.L
 // A task is keyed by (job, round, shard) and deterministic, so a duplicate or retried
 // task is simply computed again: the worker keeps no results, and the caller accepts one.
 // Errors: INVALID_ARGUMENT for a malformed request or a task that does not fit the shard,
-// FAILED_PRECONDITION when the shard cannot be read (naming the source and line),
-// CANCELED or DEADLINE_EXCEEDED when the caller leaves, INTERNAL when the task fails.
+// FAILED_PRECONDITION when the shard cannot be read (naming the source and line) or when the
+// task names a broadcast blob by hash that the worker does not hold (wire.MissingBlobStatus:
+// a pb.MissingBlob detail and "missing blob sha256:<hex>" in the message; the caller resends
+// the task in full), CANCELED or DEADLINE_EXCEEDED when the caller leaves, INTERNAL when the
+// task fails.
 func (w *Worker) RunTask(ctx context.Context, req *pb.RunTaskRequest) (resp *pb.RunTaskResponse, err error) {
 	kind := taskKind(req.GetTask())
 	start := time.Now()
@@ -82,6 +86,11 @@ func (w *Worker) RunTask(ctx context.Context, req *pb.RunTaskRequest) (resp *pb.
 	}
 	task, err := w.dec.DecodeTask(req.GetTask())
 	if err != nil {
+		if st := wire.MissingBlobStatus(err); st != nil {
+			w.log.Debug().Err(err).Str("job", req.GetJobId()).Uint64("round", req.GetRound()).
+				Msg("task names a blob this worker does not hold; the coordinator resends it in full")
+			return nil, st
+		}
 		return nil, status.Errorf(codes.InvalidArgument, "run task: %v", err)
 	}
 	release, err := w.acquire(ctx)
@@ -246,6 +255,9 @@ func taskKind(t *pb.Task) string {
 func outcomeOf(err error) string {
 	if err == nil {
 		return outcomeOK
+	}
+	if _, ok := wire.MissingBlobOf(err); ok {
+		return outcomeMissingBlob
 	}
 	var code codes.Code
 	if s, ok := status.FromError(err); ok {

@@ -368,6 +368,7 @@ func TestNewValidates(t *testing.T) {
 		{"no listen", Config{Join: []string{"a:1"}}, "no listen address"},
 		{"bad listen", Config{Join: []string{"a:1"}, Listen: "nope"}, "listen address"},
 		{"negative cores", Config{Join: []string{"a:1"}, Listen: ":0", Cores: -1}, "cores"},
+		{"negative blob budget", Config{Join: []string{"a:1"}, Listen: ":0", BlobCacheBytes: -1}, "negative cache budget"},
 	} {
 		if _, err := New(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, want %q", tc.name, err, tc.want)
@@ -377,7 +378,7 @@ func TestNewValidates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w.cfg.Cores < 1 || w.cfg.CacheBytes != DefaultCacheBytes || w.cfg.Name == "" {
+	if w.cfg.Cores < 1 || w.cfg.CacheBytes != DefaultCacheBytes || w.cfg.BlobCacheBytes != wire.DefaultBlobCacheBytes || w.cfg.Name == "" {
 		t.Errorf("defaults not filled in: %+v", w.cfg)
 	}
 }

@@ -58,6 +58,11 @@ type Config struct {
 	CacheBytes int64
 	// CacheDiskBytes is the budget of the spill directory (default 4 x CacheBytes).
 	CacheDiskBytes int64
+	// BlobCacheBytes is the memory budget of the broadcast blobs (the kernel inputs X of the
+	// conjugate-gradient methods) kept by content hash, so that a job's tasks carry X once per
+	// worker (default wire.DefaultBlobCacheBytes). A blob larger than the budget is not kept,
+	// and its tasks then carry X more often.
+	BlobCacheBytes int64
 	// JoinToken is the bearer token of worker calls: sent to the coordinators and
 	// required on every call of the Worker service. Empty: no token either way.
 	JoinToken string
@@ -127,7 +132,7 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Name == "" {
 		cfg.Name, _ = os.Hostname()
 	}
-	if cfg.CacheBytes < 0 || cfg.CacheDiskBytes < 0 {
+	if cfg.CacheBytes < 0 || cfg.CacheDiskBytes < 0 || cfg.BlobCacheBytes < 0 {
 		return nil, fmt.Errorf("worker: negative cache budget")
 	}
 	if cfg.CacheBytes == 0 {
@@ -144,12 +149,16 @@ func New(cfg Config) (*Worker, error) {
 			return nil, fmt.Errorf("worker: cache directory: %w", err)
 		}
 	}
+	if cfg.BlobCacheBytes == 0 {
+		cfg.BlobCacheBytes = wire.DefaultBlobCacheBytes
+	}
+	dec := wire.NewDecoderWithBlobs(wire.NewBlobCache(cfg.BlobCacheBytes))
 	w := &Worker{
 		cfg:     cfg,
 		log:     cfg.Logger.With().Str("component", "worker").Logger(),
-		dec:     wire.NewDecoder(),
+		dec:     dec,
 		sem:     make(chan struct{}, cfg.Cores),
-		metrics: newMetrics(),
+		metrics: newMetrics(dec.Blobs()),
 		ready:   make(chan struct{}),
 	}
 	w.cache = newShardCache(cfg.CacheBytes, cfg.CacheDiskBytes, "", w.log, func(n int, b int64) {

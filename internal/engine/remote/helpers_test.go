@@ -55,19 +55,23 @@ type ranTask struct {
 }
 
 // fakeWorker is an in-test worker: it holds every shard table in memory and runs the
-// decoded map step on the requested one.
+// decoded map step on the requested one. Like the real worker, it answers a task naming a
+// blob it does not hold with wire.MissingBlobStatus.
 type fakeWorker struct {
 	pb.UnimplementedWorkerServer
 	id     string
 	addr   string
 	tables []*shard.Table
-	dec    *wire.Decoder
 	hook   hookFunc
 	srv    *grpc.Server
 	stop   sync.Once
 
 	mu  sync.Mutex
+	dec *wire.Decoder
 	ran []ranTask
+	// full and slim count the kernel tasks received carrying the inputs X and naming them
+	// by hash.
+	full, slim int
 }
 
 func (f *fakeWorker) RunTask(ctx context.Context, req *pb.RunTaskRequest) (*pb.RunTaskResponse, error) {
@@ -75,8 +79,21 @@ func (f *fakeWorker) RunTask(ctx context.Context, req *pb.RunTaskRequest) (*pb.R
 	if ref.Index < 0 || ref.Index >= len(f.tables) {
 		return nil, status.Errorf(codes.InvalidArgument, "no shard %d", ref.Index)
 	}
-	t, err := f.dec.DecodeTask(req.GetTask())
+	f.mu.Lock()
+	dec := f.dec
+	if op := req.GetTask().GetKernel().GetOp(); op != nil {
+		if len(op.GetX()) > 0 {
+			f.full++
+		} else {
+			f.slim++
+		}
+	}
+	f.mu.Unlock()
+	t, err := dec.DecodeTask(req.GetTask())
 	if err != nil {
+		if st := wire.MissingBlobStatus(err); st != nil {
+			return nil, st
+		}
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	st, err := t.Map(ctx, ref, f.tables[ref.Index])
@@ -113,6 +130,22 @@ func (f *fakeWorker) shardsRun(round uint64) []int {
 	}
 	slices.Sort(s)
 	return s
+}
+
+// restart gives the worker a fresh decoder, as a restarted worker process: it forgets its
+// kernel ops and blobs.
+func (f *fakeWorker) restart() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.dec = wire.NewDecoder()
+}
+
+// blobCounts returns the kernel tasks received so far carrying the inputs and naming them by
+// hash.
+func (f *fakeWorker) blobCounts() (full, slim int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.full, f.slim
 }
 
 // kill stops the worker's server, breaking its connections.

@@ -87,10 +87,40 @@ type TaskEvent struct {
 	Shard    int           // the shard's index
 	Worker   Worker        // the worker the attempt ran on
 	Duration time.Duration // from the call to its outcome
+	// Blobs says how the attempt carried the task's broadcast blobs (the kernel inputs).
+	Blobs BlobMode
 	// Err is nil when the worker returned a well-formed result for the shard (a duplicate
 	// is reported but not used); otherwise it is the failure, or the cancellation of an
-	// attempt the round abandoned.
+	// attempt the round abandoned. A worker that lacked the blobs of a BlobsByHash attempt
+	// answers FAILED_PRECONDITION (wire.MissingBlobOf recognizes it); the engine then sends
+	// the task again with the blobs, and counts it neither as a failure of the worker nor
+	// as a retry.
 	Err error
+}
+
+// BlobMode is how a task attempt carried its task's broadcast blobs (wire.Slim).
+type BlobMode int
+
+const (
+	// NoBlobs: the task has no broadcast blobs.
+	NoBlobs BlobMode = iota
+	// BlobsFull: the blobs travelled in the task.
+	BlobsFull
+	// BlobsByHash: the task named the blobs by content hash, the worker having acknowledged
+	// them before (a task carrying them in full returned OK).
+	BlobsByHash
+)
+
+func (m BlobMode) String() string {
+	switch m {
+	case NoBlobs:
+		return "none"
+	case BlobsFull:
+		return "full"
+	case BlobsByHash:
+		return "by hash"
+	}
+	return fmt.Sprintf("BlobMode(%d)", int(m))
 }
 
 // TaskError is a failure a worker reported for a shard that retrying on another worker
@@ -122,10 +152,17 @@ type Engine struct {
 	refs   []*pb.ShardRef
 	source *pb.DataSource
 
-	// sem holds one token while a round runs; round and owners belong to the round holding it.
+	// sem holds one token while a round runs; round, owners and held belong to the round
+	// holding it.
 	sem    chan struct{}
 	round  uint64
 	owners []string // owners[i] is the ID of the worker that owns shard i ("" before the first round)
+	// held[w] are the broadcast blobs worker process w (ID and address) acknowledged: a task
+	// carrying them returned OK there. Tasks to w name those by hash only. The value is the
+	// acknowledgement's generation (from heldGen), so that a missing-blob answer to a task
+	// sent before a newer acknowledgement does not undo it.
+	held    map[Worker]map[[32]byte]uint64
+	heldGen uint64
 }
 
 var _ engine.Engine = (*Engine)(nil)
@@ -168,6 +205,7 @@ func New(cfg Config) (*Engine, error) {
 		source: wire.EncodeSource(cfg.Source),
 		sem:    make(chan struct{}, 1),
 		owners: make([]string, len(cfg.Shards)),
+		held:   map[Worker]map[[32]byte]uint64{},
 	}
 	for i, r := range e.shards {
 		e.refs[i] = wire.EncodeRef(r)
@@ -191,11 +229,18 @@ func (e *Engine) Reduce(ctx context.Context, t engine.Task) (reduce.Stats, error
 // order. It fails when a worker reports bad data or rejects the credentials for a shard, or
 // when a shard has no live worker for ShardTimeout; the error names the shard. If ctx ends,
 // Gather stops the round's tasks and returns ctx.Err().
+//
+// A task with broadcast blobs (the inputs X of a kernel task) carries them to each worker
+// process once: until the worker has acknowledged them, it gets one task at a time in full,
+// and afterwards the slim task that names them by hash (wire.Slim). A worker that answers a
+// slim task with a missing blob (it restarted or evicted it) gets the same task in full at
+// once. The blobs change only the transport: the results are the same bits.
 func (e *Engine) Gather(ctx context.Context, t engine.Task) ([]reduce.Stats, error) {
 	task, err := wire.EncodeTask(t)
 	if err != nil {
 		return nil, fmt.Errorf("remote engine: job %s: %w", e.cfg.JobID, err)
 	}
+	slim, blobs := wire.Slim(task)
 	select {
 	case e.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -206,7 +251,59 @@ func (e *Engine) Gather(ctx context.Context, t engine.Task) ([]reduce.Stats, err
 		return nil, err
 	}
 	e.round++
-	return newRound(ctx, e, e.round, task).run()
+	return newRound(ctx, e, e.round, task, slim, blobs).run()
+}
+
+// heldGens returns the generations of worker w's acknowledgements of the blobs, or nil if it
+// has not acknowledged them all.
+func (e *Engine) heldGens(w Worker, blobs [][32]byte) []uint64 {
+	gens := make([]uint64, len(blobs))
+	for i, b := range blobs {
+		if gens[i] = e.held[w][b]; gens[i] == 0 {
+			return nil
+		}
+	}
+	return gens
+}
+
+// markHeld records that worker w acknowledged the blobs, as a new generation.
+func (e *Engine) markHeld(w Worker, blobs [][32]byte) {
+	m := e.held[w]
+	if m == nil {
+		m = map[[32]byte]uint64{}
+		e.held[w] = m
+	}
+	e.heldGen++
+	for _, b := range blobs {
+		m[b] = e.heldGen
+	}
+}
+
+// forgetHeld records that worker w may not hold the blobs any more, unless it acknowledged
+// them again after the generations gens (those an attempt relied on).
+func (e *Engine) forgetHeld(w Worker, blobs [][32]byte, gens []uint64) {
+	for i, b := range blobs {
+		if g, ok := e.held[w][b]; ok && g == gens[i] {
+			delete(e.held[w], b)
+		}
+	}
+	if len(e.held[w]) == 0 {
+		delete(e.held, w)
+	}
+}
+
+// pruneHeld forgets the blobs of the workers not in live: one that comes back may be a new
+// process.
+func (e *Engine) pruneHeld(live []Worker) {
+	keep := make(map[Worker]bool, len(live))
+	for _, w := range live {
+		keep[w] = true
+	}
+	for w := range e.held {
+		if !keep[w] {
+			delete(e.held, w)
+		}
+	}
 }
 
 // call runs one task attempt on w.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -33,6 +34,8 @@ type attempt struct {
 	id     int
 	shard  int
 	worker Worker
+	blobs  BlobMode
+	gens   []uint64 // for BlobsByHash: the generations of the worker's acknowledgements
 	cancel context.CancelFunc
 	// abandoned attempts were cancelled by the round (their worker failed or left, or another
 	// attempt finished the shard); their failures are ignored.
@@ -52,10 +55,13 @@ type outcome struct {
 type round struct {
 	e    *Engine
 	num  uint64
-	task *pb.Task
-	ctx  context.Context // the caller's
-	rctx context.Context // ends when the round ends; parent of every attempt
-	log  zerolog.Logger
+	task *pb.Task // in full
+	// slim is task naming its broadcast blobs by hash (task itself if blobs is empty).
+	slim  *pb.Task
+	blobs [][32]byte
+	ctx   context.Context // the caller's
+	rctx  context.Context // ends when the round ends; parent of every attempt
+	log   zerolog.Logger
 
 	out       []reduce.Stats
 	state     []shardState
@@ -71,15 +77,18 @@ type round struct {
 	load     map[string]int // attempts running per worker ID
 	attempts map[int]*attempt
 	nextID   int
+	// sending counts the attempts carrying the blobs in full running per worker process;
+	// while one runs, the worker's other shards wait for it rather than carry them too.
+	sending map[Worker]int
 
 	results chan outcome
 	wg      sync.WaitGroup
 }
 
-func newRound(ctx context.Context, e *Engine, num uint64, task *pb.Task) *round {
+func newRound(ctx context.Context, e *Engine, num uint64, task, slim *pb.Task, blobs [][32]byte) *round {
 	k := len(e.shards)
 	return &round{
-		e: e, num: num, task: task, ctx: ctx,
+		e: e, num: num, task: task, slim: slim, blobs: blobs, ctx: ctx,
 		log:       e.cfg.Logger.With().Str("job", e.cfg.JobID).Uint64("round", num).Logger(),
 		out:       make([]reduce.Stats, k),
 		state:     make([]shardState, k),
@@ -91,6 +100,7 @@ func newRound(ctx context.Context, e *Engine, num uint64, task *pb.Task) *round 
 		failed:    map[string]bool{},
 		load:      map[string]int{},
 		attempts:  map[int]*attempt{},
+		sending:   map[Worker]int{},
 		results:   make(chan outcome),
 	}
 }
@@ -104,6 +114,7 @@ func (r *round) run() ([]reduce.Stats, error) {
 
 	start := time.Now()
 	r.setLive(r.e.cfg.Pool.Live())
+	r.e.pruneHeld(r.sorted)
 	r.reconcile()
 	ticker := time.NewTicker(r.e.cfg.PollInterval)
 	defer ticker.Stop()
@@ -226,9 +237,27 @@ func (r *round) dispatch(now time.Time) error {
 		if r.load[w.ID] >= r.e.cfg.MaxInFlight {
 			continue
 		}
-		r.launch(s, w)
+		mode, now := r.blobMode(w)
+		if !now {
+			continue
+		}
+		r.launch(s, w, mode)
 	}
 	return nil
+}
+
+// blobMode returns how a task to w carries the round's blobs, and false if it should wait for
+// w to acknowledge the blobs of an attempt carrying them.
+func (r *round) blobMode(w Worker) (BlobMode, bool) {
+	switch {
+	case len(r.blobs) == 0:
+		return NoBlobs, true
+	case r.e.heldGens(w, r.blobs) != nil:
+		return BlobsByHash, true
+	case r.sending[w] > 0:
+		return BlobsFull, false
+	}
+	return BlobsFull, true
 }
 
 func (r *round) timeoutError(s int) error {
@@ -239,15 +268,24 @@ func (r *round) timeoutError(s int) error {
 	return fmt.Errorf("job %s round %d: %w", r.e.cfg.JobID, r.num, err)
 }
 
-// launch starts an attempt of shard s on w.
-func (r *round) launch(s int, w Worker) {
+// launch starts an attempt of shard s on w, carrying the blobs as mode says.
+func (r *round) launch(s int, w Worker, mode BlobMode) {
 	ctx, cancel := context.WithTimeout(r.rctx, r.e.cfg.TaskTimeout)
 	id := r.nextID
 	r.nextID++
-	r.attempts[id] = &attempt{id: id, shard: s, worker: w, cancel: cancel}
+	a := &attempt{id: id, shard: s, worker: w, blobs: mode, cancel: cancel}
+	r.attempts[id] = a
 	r.load[w.ID]++
 	r.state[s] = running
-	req := &pb.RunTaskRequest{JobId: r.e.cfg.JobID, Round: r.num, Source: r.e.source, Shard: r.e.refs[s], Task: r.task}
+	task := r.task
+	switch mode {
+	case BlobsFull:
+		r.sending[w]++
+	case BlobsByHash:
+		task = r.slim
+		a.gens = r.e.heldGens(w, r.blobs)
+	}
+	req := &pb.RunTaskRequest{JobId: r.e.cfg.JobID, Round: r.num, Source: r.e.source, Shard: r.e.refs[s], Task: task}
 	results, done := r.results, r.rctx.Done()
 	r.wg.Add(1)
 	go func() {
@@ -288,6 +326,9 @@ func (r *round) handle(o outcome) error {
 	a := r.attempts[o.id]
 	delete(r.attempts, o.id)
 	r.load[a.worker.ID]--
+	if a.blobs == BlobsFull {
+		r.sending[a.worker]--
+	}
 	if err := r.ctx.Err(); err != nil {
 		return err
 	}
@@ -297,8 +338,18 @@ func (r *round) handle(o outcome) error {
 	if err == nil {
 		st, err = r.accept(s, o.resp)
 	}
+	missing := false
+	switch {
+	case err == nil && a.blobs == BlobsFull:
+		r.e.markHeld(a.worker, r.blobs)
+	case err != nil && a.blobs == BlobsByHash:
+		if h, ok := wire.MissingBlobOf(err); ok && slices.Contains(r.blobs, h) {
+			missing = true
+			r.e.forgetHeld(a.worker, r.blobs, a.gens)
+		}
+	}
 	if obs := r.e.cfg.Observe; obs != nil {
-		obs(TaskEvent{JobID: r.e.cfg.JobID, Round: r.num, Shard: s, Worker: a.worker, Duration: o.dur, Err: err})
+		obs(TaskEvent{JobID: r.e.cfg.JobID, Round: r.num, Shard: s, Worker: a.worker, Duration: o.dur, Blobs: a.blobs, Err: err})
 	}
 	switch {
 	case r.state[s] == done:
@@ -319,6 +370,20 @@ func (r *round) handle(o outcome) error {
 		return nil
 	case a.abandoned:
 		return nil // the round already moved this shard on
+	case missing:
+		// The worker restarted or evicted the blobs: send it the task in full now (or, if
+		// another attempt is carrying them there, as soon as that returns; or by hash again
+		// if one already has since this attempt left). Neither a failure of the worker nor a
+		// retry.
+		r.state[s] = pending
+		w := a.worker
+		mode, now := r.blobMode(w)
+		if now && r.live[w.ID] == w && !r.failed[w.ID] && r.e.owners[s] == w.ID && r.load[w.ID] < r.e.cfg.MaxInFlight {
+			r.launch(s, w, mode)
+		}
+		r.log.Info().Int("shard", s).Str("worker", w.ID).Str("addr", w.Addr).Stringer("blobs", mode).
+			Msg("worker lacks the task's broadcast data (restarted or evicted it); resending the task")
+		return nil
 	}
 
 	if gs, ok := grpcStatus(err); ok {

@@ -806,8 +806,15 @@ func (x *RowsTask) GetTransform() *Transform {
 // hyperparameter value (train.KernelOp): the kernel family name (rbf, matern12, matern32,
 // matern52), its d lengthscales and signal variance, the n x d inputs x (row-major, rows in
 // shard order) and the shard offsets (shards + 1 values from 0 to n: shard i owns rows
-// offsets[i] to offsets[i+1]-1). Workers decode one op per distinct message (by content
-// hash) and cache its kernel blocks; the cache budget is a worker setting and is not sent.
+// offsets[i] to offsets[i+1]-1).
+//
+// x_sha256 is the SHA-256 of x as little-endian IEEE 754 doubles (8n*d bytes). x is a
+// broadcast blob: an op carries x in full together with its hash (the worker checks the hash
+// and keeps x in a blob cache by it), or, once the worker has acknowledged a task carrying
+// it, only the hash (a slim op). A worker without the blob of a slim op answers
+// FAILED_PRECONDITION with a MissingBlob detail, and the coordinator resends the task in full.
+// Workers decode one op per distinct (x_sha256, kernel, offsets) and cache its kernel blocks;
+// the cache budget is a worker setting and is not sent.
 type KernelOp struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Kernel         string                 `protobuf:"bytes,1,opt,name=kernel,proto3" json:"kernel,omitempty"`
@@ -815,6 +822,7 @@ type KernelOp struct {
 	SignalVariance float64                `protobuf:"fixed64,3,opt,name=signal_variance,json=signalVariance,proto3" json:"signal_variance,omitempty"`
 	X              []float64              `protobuf:"fixed64,4,rep,packed,name=x,proto3" json:"x,omitempty"`
 	Offsets        []int64                `protobuf:"varint,5,rep,packed,name=offsets,proto3" json:"offsets,omitempty"`
+	XSha256        []byte                 `protobuf:"bytes,6,opt,name=x_sha256,json=xSha256,proto3" json:"x_sha256,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -880,6 +888,13 @@ func (x *KernelOp) GetX() []float64 {
 func (x *KernelOp) GetOffsets() []int64 {
 	if x != nil {
 		return x.Offsets
+	}
+	return nil
+}
+
+func (x *KernelOp) GetXSha256() []byte {
+	if x != nil {
+		return x.XSha256
 	}
 	return nil
 }
@@ -980,6 +995,54 @@ func (x *KernelTask) GetIdx() []int32 {
 	return nil
 }
 
+// MissingBlob is the detail of the FAILED_PRECONDITION status a worker answers a task that
+// names a broadcast blob (KernelOp.x_sha256) by hash alone when it does not hold that blob
+// (it restarted, or evicted it): sha256 is the blob's hash. The coordinator then sends the
+// task again with the blob in full; it is not a failure of the worker or of the data.
+type MissingBlob struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sha256        []byte                 `protobuf:"bytes,1,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MissingBlob) Reset() {
+	*x = MissingBlob{}
+	mi := &file_gpreduce_v1_types_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MissingBlob) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MissingBlob) ProtoMessage() {}
+
+func (x *MissingBlob) ProtoReflect() protoreflect.Message {
+	mi := &file_gpreduce_v1_types_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MissingBlob.ProtoReflect.Descriptor instead.
+func (*MissingBlob) Descriptor() ([]byte, []int) {
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *MissingBlob) GetSha256() []byte {
+	if x != nil {
+		return x.Sha256
+	}
+	return nil
+}
+
 // Task is one map step, run on one shard.
 type Task struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -999,7 +1062,7 @@ type Task struct {
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[14]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1011,7 +1074,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[14]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1024,7 +1087,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{14}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Task) GetKind() isTask_Kind {
@@ -1156,7 +1219,7 @@ type Gram struct {
 
 func (x *Gram) Reset() {
 	*x = Gram{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[15]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1168,7 +1231,7 @@ func (x *Gram) String() string {
 func (*Gram) ProtoMessage() {}
 
 func (x *Gram) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[15]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1181,7 +1244,7 @@ func (x *Gram) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gram.ProtoReflect.Descriptor instead.
 func (*Gram) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{15}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Gram) GetS() int32 {
@@ -1232,7 +1295,7 @@ type Moments struct {
 
 func (x *Moments) Reset() {
 	*x = Moments{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[16]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1244,7 +1307,7 @@ func (x *Moments) String() string {
 func (*Moments) ProtoMessage() {}
 
 func (x *Moments) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[16]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1257,7 +1320,7 @@ func (x *Moments) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Moments.ProtoReflect.Descriptor instead.
 func (*Moments) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{16}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Moments) GetN() int64 {
@@ -1304,7 +1367,7 @@ type Vector struct {
 
 func (x *Vector) Reset() {
 	*x = Vector{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[17]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1316,7 +1379,7 @@ func (x *Vector) String() string {
 func (*Vector) ProtoMessage() {}
 
 func (x *Vector) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[17]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1329,7 +1392,7 @@ func (x *Vector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Vector.ProtoReflect.Descriptor instead.
 func (*Vector) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{17}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Vector) GetValues() []float64 {
@@ -1349,7 +1412,7 @@ type Sum struct {
 
 func (x *Sum) Reset() {
 	*x = Sum{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[18]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1361,7 +1424,7 @@ func (x *Sum) String() string {
 func (*Sum) ProtoMessage() {}
 
 func (x *Sum) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[18]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1374,7 +1437,7 @@ func (x *Sum) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sum.ProtoReflect.Descriptor instead.
 func (*Sum) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{18}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Sum) GetParts() []*Vector {
@@ -1402,7 +1465,7 @@ type Rows struct {
 
 func (x *Rows) Reset() {
 	*x = Rows{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[19]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1414,7 +1477,7 @@ func (x *Rows) String() string {
 func (*Rows) ProtoMessage() {}
 
 func (x *Rows) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[19]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1427,7 +1490,7 @@ func (x *Rows) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rows.ProtoReflect.Descriptor instead.
 func (*Rows) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{19}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Rows) GetD() int32 {
@@ -1463,7 +1526,7 @@ type Distinct struct {
 
 func (x *Distinct) Reset() {
 	*x = Distinct{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[20]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1475,7 +1538,7 @@ func (x *Distinct) String() string {
 func (*Distinct) ProtoMessage() {}
 
 func (x *Distinct) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[20]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1488,7 +1551,7 @@ func (x *Distinct) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Distinct.ProtoReflect.Descriptor instead.
 func (*Distinct) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{20}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Distinct) GetCap() int32 {
@@ -1520,7 +1583,7 @@ type Sample struct {
 
 func (x *Sample) Reset() {
 	*x = Sample{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[21]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1532,7 +1595,7 @@ func (x *Sample) String() string {
 func (*Sample) ProtoMessage() {}
 
 func (x *Sample) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[21]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1545,7 +1608,7 @@ func (x *Sample) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sample.ProtoReflect.Descriptor instead.
 func (*Sample) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{21}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Sample) GetK() int32 {
@@ -1601,7 +1664,7 @@ type Stats struct {
 
 func (x *Stats) Reset() {
 	*x = Stats{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[22]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1613,7 +1676,7 @@ func (x *Stats) String() string {
 func (*Stats) ProtoMessage() {}
 
 func (x *Stats) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[22]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1626,7 +1689,7 @@ func (x *Stats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stats.ProtoReflect.Descriptor instead.
 func (*Stats) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{22}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Stats) GetKind() isStats_Kind {
@@ -1789,13 +1852,14 @@ const file_gpreduce_v1_types_proto_rawDesc = "" +
 	"\flengthscales\x18\x03 \x03(\x01R\flengthscales\x12\x12\n" +
 	"\x04grad\x18\x04 \x01(\bR\x04grad\"@\n" +
 	"\bRowsTask\x124\n" +
-	"\ttransform\x18\x01 \x01(\v2\x16.gpreduce.v1.TransformR\ttransform\"\x97\x01\n" +
+	"\ttransform\x18\x01 \x01(\v2\x16.gpreduce.v1.TransformR\ttransform\"\xb2\x01\n" +
 	"\bKernelOp\x12\x16\n" +
 	"\x06kernel\x18\x01 \x01(\tR\x06kernel\x12\"\n" +
 	"\flengthscales\x18\x02 \x03(\x01R\flengthscales\x12'\n" +
 	"\x0fsignal_variance\x18\x03 \x01(\x01R\x0esignalVariance\x12\f\n" +
 	"\x01x\x18\x04 \x03(\x01R\x01x\x12\x18\n" +
-	"\aoffsets\x18\x05 \x03(\x03R\aoffsets\"\x91\x01\n" +
+	"\aoffsets\x18\x05 \x03(\x03R\aoffsets\x12\x19\n" +
+	"\bx_sha256\x18\x06 \x01(\fR\axSha256\"\x91\x01\n" +
 	"\n" +
 	"KernelTask\x12%\n" +
 	"\x02op\x18\x01 \x01(\v2\x15.gpreduce.v1.KernelOpR\x02op\x12\x12\n" +
@@ -1804,7 +1868,9 @@ const file_gpreduce_v1_types_proto_rawDesc = "" +
 	"\x01v\x18\x04 \x03(\x01R\x01v\x12\f\n" +
 	"\x01a\x18\x05 \x03(\x01R\x01a\x12\f\n" +
 	"\x01b\x18\x06 \x03(\x01R\x01b\x12\x10\n" +
-	"\x03idx\x18\a \x03(\x05R\x03idx\"\xe7\x02\n" +
+	"\x03idx\x18\a \x03(\x05R\x03idx\"%\n" +
+	"\vMissingBlob\x12\x16\n" +
+	"\x06sha256\x18\x01 \x01(\fR\x06sha256\"\xe7\x02\n" +
 	"\x04Task\x124\n" +
 	"\amoments\x18\x01 \x01(\v2\x18.gpreduce.v1.MomentsTaskH\x00R\amoments\x12+\n" +
 	"\x04gram\x18\x02 \x01(\v2\x15.gpreduce.v1.GramTaskH\x00R\x04gram\x12(\n" +
@@ -1865,7 +1931,7 @@ func file_gpreduce_v1_types_proto_rawDescGZIP() []byte {
 	return file_gpreduce_v1_types_proto_rawDescData
 }
 
-var file_gpreduce_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_gpreduce_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_gpreduce_v1_types_proto_goTypes = []any{
 	(*DataSource)(nil),   // 0: gpreduce.v1.DataSource
 	(*ShardRef)(nil),     // 1: gpreduce.v1.ShardRef
@@ -1881,20 +1947,21 @@ var file_gpreduce_v1_types_proto_goTypes = []any{
 	(*RowsTask)(nil),     // 11: gpreduce.v1.RowsTask
 	(*KernelOp)(nil),     // 12: gpreduce.v1.KernelOp
 	(*KernelTask)(nil),   // 13: gpreduce.v1.KernelTask
-	(*Task)(nil),         // 14: gpreduce.v1.Task
-	(*Gram)(nil),         // 15: gpreduce.v1.Gram
-	(*Moments)(nil),      // 16: gpreduce.v1.Moments
-	(*Vector)(nil),       // 17: gpreduce.v1.Vector
-	(*Sum)(nil),          // 18: gpreduce.v1.Sum
-	(*Rows)(nil),         // 19: gpreduce.v1.Rows
-	(*Distinct)(nil),     // 20: gpreduce.v1.Distinct
-	(*Sample)(nil),       // 21: gpreduce.v1.Sample
-	(*Stats)(nil),        // 22: gpreduce.v1.Stats
+	(*MissingBlob)(nil),  // 14: gpreduce.v1.MissingBlob
+	(*Task)(nil),         // 15: gpreduce.v1.Task
+	(*Gram)(nil),         // 16: gpreduce.v1.Gram
+	(*Moments)(nil),      // 17: gpreduce.v1.Moments
+	(*Vector)(nil),       // 18: gpreduce.v1.Vector
+	(*Sum)(nil),          // 19: gpreduce.v1.Sum
+	(*Rows)(nil),         // 20: gpreduce.v1.Rows
+	(*Distinct)(nil),     // 21: gpreduce.v1.Distinct
+	(*Sample)(nil),       // 22: gpreduce.v1.Sample
+	(*Stats)(nil),        // 23: gpreduce.v1.Stats
 }
 var file_gpreduce_v1_types_proto_depIdxs = []int32{
-	17, // 0: gpreduce.v1.GRIEFMap.grid:type_name -> gpreduce.v1.Vector
-	17, // 1: gpreduce.v1.GRIEFMap.q:type_name -> gpreduce.v1.Vector
-	17, // 2: gpreduce.v1.GRIEFMap.log_lam:type_name -> gpreduce.v1.Vector
+	18, // 0: gpreduce.v1.GRIEFMap.grid:type_name -> gpreduce.v1.Vector
+	18, // 1: gpreduce.v1.GRIEFMap.q:type_name -> gpreduce.v1.Vector
+	18, // 2: gpreduce.v1.GRIEFMap.log_lam:type_name -> gpreduce.v1.Vector
 	3,  // 3: gpreduce.v1.GramTask.gl:type_name -> gpreduce.v1.GLMap
 	2,  // 4: gpreduce.v1.GramTask.transform:type_name -> gpreduce.v1.Transform
 	5,  // 5: gpreduce.v1.GramTask.grief:type_name -> gpreduce.v1.GRIEFMap
@@ -1909,14 +1976,14 @@ var file_gpreduce_v1_types_proto_depIdxs = []int32{
 	8,  // 14: gpreduce.v1.Task.distinct:type_name -> gpreduce.v1.DistinctTask
 	9,  // 15: gpreduce.v1.Task.sample:type_name -> gpreduce.v1.SampleTask
 	13, // 16: gpreduce.v1.Task.kernel:type_name -> gpreduce.v1.KernelTask
-	17, // 17: gpreduce.v1.Sum.parts:type_name -> gpreduce.v1.Vector
-	17, // 18: gpreduce.v1.Distinct.values:type_name -> gpreduce.v1.Vector
-	15, // 19: gpreduce.v1.Stats.gram:type_name -> gpreduce.v1.Gram
-	16, // 20: gpreduce.v1.Stats.moments:type_name -> gpreduce.v1.Moments
-	18, // 21: gpreduce.v1.Stats.sum:type_name -> gpreduce.v1.Sum
-	19, // 22: gpreduce.v1.Stats.rows:type_name -> gpreduce.v1.Rows
-	20, // 23: gpreduce.v1.Stats.distinct:type_name -> gpreduce.v1.Distinct
-	21, // 24: gpreduce.v1.Stats.sample:type_name -> gpreduce.v1.Sample
+	18, // 17: gpreduce.v1.Sum.parts:type_name -> gpreduce.v1.Vector
+	18, // 18: gpreduce.v1.Distinct.values:type_name -> gpreduce.v1.Vector
+	16, // 19: gpreduce.v1.Stats.gram:type_name -> gpreduce.v1.Gram
+	17, // 20: gpreduce.v1.Stats.moments:type_name -> gpreduce.v1.Moments
+	19, // 21: gpreduce.v1.Stats.sum:type_name -> gpreduce.v1.Sum
+	20, // 22: gpreduce.v1.Stats.rows:type_name -> gpreduce.v1.Rows
+	21, // 23: gpreduce.v1.Stats.distinct:type_name -> gpreduce.v1.Distinct
+	22, // 24: gpreduce.v1.Stats.sample:type_name -> gpreduce.v1.Sample
 	25, // [25:25] is the sub-list for method output_type
 	25, // [25:25] is the sub-list for method input_type
 	25, // [25:25] is the sub-list for extension type_name
@@ -1929,7 +1996,7 @@ func file_gpreduce_v1_types_proto_init() {
 	if File_gpreduce_v1_types_proto != nil {
 		return
 	}
-	file_gpreduce_v1_types_proto_msgTypes[14].OneofWrappers = []any{
+	file_gpreduce_v1_types_proto_msgTypes[15].OneofWrappers = []any{
 		(*Task_Moments)(nil),
 		(*Task_Gram)(nil),
 		(*Task_Rff)(nil),
@@ -1938,7 +2005,7 @@ func file_gpreduce_v1_types_proto_init() {
 		(*Task_Sample)(nil),
 		(*Task_Kernel)(nil),
 	}
-	file_gpreduce_v1_types_proto_msgTypes[22].OneofWrappers = []any{
+	file_gpreduce_v1_types_proto_msgTypes[23].OneofWrappers = []any{
 		(*Stats_Gram)(nil),
 		(*Stats_Moments)(nil),
 		(*Stats_Sum)(nil),
@@ -1952,7 +2019,7 @@ func file_gpreduce_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gpreduce_v1_types_proto_rawDesc), len(file_gpreduce_v1_types_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   23,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -71,6 +71,7 @@ type workerServeFlags struct {
 	join                    []string
 	listen, advertise, name string
 	cacheDir, cacheSize     string
+	blobCacheSize           string
 	joinTokenFile           string
 	cores                   int
 	tlsCert, tlsKey, tlsCA  string
@@ -115,6 +116,7 @@ certificate signed by it.`,
 	fl.StringVar(&f.name, "name", "", "a stable name for this worker (default: the host name)")
 	fl.IntVar(&f.cores, "cores", 0, "tasks run at once (default: the number of CPUs)")
 	fl.StringVar(&f.cacheSize, "cache-size", "4GiB", "memory for cached shards (bytes, or with a KiB, MiB, GiB or TiB suffix)")
+	fl.StringVar(&f.blobCacheSize, "blob-cache-size", "2GiB", "memory for broadcast data kept by content hash (the training inputs of cg and kmcg jobs)")
 	fl.StringVar(&f.cacheDir, "cache-dir", "", "spill shards pushed out of memory to this directory instead of reloading them")
 	fl.StringVar(&f.joinTokenFile, "join-token-file", "", "read the join token from this file (default: env "+joinTokenEnv+")")
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate (PEM) of the worker; turns TLS on")
@@ -143,6 +145,10 @@ func (f *workerServeFlags) config(log zerolog.Logger) (worker.Config, error) {
 	if err != nil {
 		return worker.Config{}, fmt.Errorf("--cache-size: %w", err)
 	}
+	blobBytes, err := parseSize(f.blobCacheSize)
+	if err != nil {
+		return worker.Config{}, fmt.Errorf("--blob-cache-size: %w", err)
+	}
 	token := strings.TrimSpace(os.Getenv(joinTokenEnv))
 	if f.joinTokenFile != "" {
 		if token, err = auth.ReadTokenFile(f.joinTokenFile); err != nil {
@@ -163,7 +169,7 @@ func (f *workerServeFlags) config(log zerolog.Logger) (worker.Config, error) {
 	}
 	return worker.Config{
 		Join: join, Listen: f.listen, Advertise: f.advertise, Name: f.name, Cores: f.cores,
-		CacheDir: f.cacheDir, CacheBytes: cacheBytes, JoinToken: token,
+		CacheDir: f.cacheDir, CacheBytes: cacheBytes, BlobCacheBytes: blobBytes, JoinToken: token,
 		ClientTLS: clientTLS, ServerTLS: serverTLS, Logger: log,
 		HeartbeatInterval: f.heartbeat, MetricsAddr: f.metricsAddr,
 	}, nil

@@ -198,7 +198,7 @@ func (s *syncBuffer) String() string {
 // cluster is a set of fake workers on loopback, their pool, a connection cache and the
 // shards they serve.
 type cluster struct {
-	t       *testing.T
+	t       testing.TB
 	tab     *shard.Table
 	refs    []shard.Ref
 	tabs    []*shard.Table
@@ -210,7 +210,7 @@ type cluster struct {
 	events  []TaskEvent
 }
 
-func newCluster(t *testing.T) *cluster {
+func newCluster(t testing.TB) *cluster {
 	tab := syntheticTable(4000)
 	refs, tabs := shard.PartitionCount(tab, 8)
 	c := &cluster{t: t, tab: tab, refs: refs, tabs: tabs, pool: &fakePool{}, logs: &syncBuffer{},
@@ -364,7 +364,7 @@ func hang(started chan struct{}) hookFunc {
 }
 
 // waitFor fails the test if ch is not closed within d.
-func waitFor(t *testing.T, ch <-chan struct{}, d time.Duration, what string) {
+func waitFor(t testing.TB, ch <-chan struct{}, d time.Duration, what string) {
 	t.Helper()
 	select {
 	case <-ch:

@@ -271,19 +271,20 @@ func (c *cgProblem) numProbes() int {
 	return c.spec.probes()
 }
 
-// slqLogDet returns log|P| plus the mean over the probe columns of (z^T P^-1 z) e_1^T log(T) e_1,
-// T the Lanczos tridiagonal from that column's PCG coefficients (digest 004 §1.4).
-func (c *cgProblem) slqLogDet(res *solver.CGResult, B, pz []float64, cols []int, pre solver.Preconditioner) (float64, error) {
+// slqLogDet returns log|P| plus the mean over the t probe columns 0..t-1 of
+// (z^T P^-1 z) e_1^T log(T) e_1, T the Lanczos tridiagonal from that column's PCG coefficients
+// (digest 004 §1.4).
+func (c *cgProblem) slqLogDet(res *solver.CGResult, B, pz []float64, t int, pre solver.Preconditioner) (float64, error) {
 	n := c.n
 	sum := 0.0
-	for i, col := range cols {
-		q, err := solver.LanczosQuadrature(res.Alpha[col], res.Beta[col], math.Log)
+	for i := 0; i < t; i++ {
+		q, err := solver.LanczosQuadrature(res.Alpha[i], res.Beta[i], math.Log)
 		if err != nil {
 			return 0, fmt.Errorf("log-determinant: %w", err)
 		}
-		sum += dotf(B[col*n:(col+1)*n], pz[i*n:(i+1)*n]) * q
+		sum += dotf(B[i*n:(i+1)*n], pz[i*n:(i+1)*n]) * q
 	}
-	ld := sum / float64(len(cols))
+	ld := sum / float64(t)
 	if pre != nil {
 		ld += pre.LogDet()
 	}
@@ -359,11 +360,7 @@ func (c *cgProblem) eval(theta []float64, rng *rand.Rand) (*cgEval, error) {
 	sn2 := h.NoiseVariance
 	grad[d+1] = 0.5 * sn2 * (tr/float64(t) - dotf(w1, w2))
 
-	cols := make([]int, t)
-	for i := range cols {
-		cols[i] = i
-	}
-	ld, err := c.slqLogDet(res, B, pz, cols, pre)
+	ld, err := c.slqLogDet(res, B, pz, t, pre)
 	if err != nil {
 		return nil, err
 	}
@@ -396,11 +393,7 @@ func (c *cgProblem) posterior(theta []float64, rng *rand.Rand, obs Observer) (*s
 		obs(Event{Phase: "fit", Message: fmt.Sprintf("warning: the mean solve stopped at %d iterations above relative residual %g", res.Iters[t], tol)})
 	}
 	alpha := append([]float64(nil), res.X[t*n:]...)
-	cols := make([]int, t)
-	for i := range cols {
-		cols[i] = i
-	}
-	ld, err := c.slqLogDet(res, B, pz, cols, pre)
+	ld, err := c.slqLogDet(res, B, pz, t, pre)
 	if err != nil {
 		return nil, 0, err
 	}

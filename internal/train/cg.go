@@ -43,8 +43,7 @@ import (
 	"math"
 	"math/rand/v2"
 
-	"gonum.org/v1/gonum/blas"
-	"gonum.org/v1/gonum/blas/blas64"
+	"gonum.org/v1/gonum/floats"
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/gpreduce/gpreduce/internal/engine"
@@ -282,13 +281,36 @@ func (c *cgProblem) slqLogDet(res *solver.CGResult, B, pz []float64, t int, pre 
 		if err != nil {
 			return 0, fmt.Errorf("log-determinant: %w", err)
 		}
-		sum += dotf(B[i*n:(i+1)*n], pz[i*n:(i+1)*n]) * q
+		sum += floats.Dot(B[i*n:(i+1)*n], pz[i*n:(i+1)*n]) * q
 	}
 	ld := sum / float64(t)
 	if pre != nil {
 		ld += pre.LogDet()
 	}
 	return ld, nil
+}
+
+// cgBatch is one batched solve's set-up at theta: K_hat as a distributed operator, the
+// preconditioner (nil for none), and B = [z_1..z_t, y] (n x (t+1), column-major) with P^-1 Z.
+type cgBatch struct {
+	kop   *kernelOperator
+	h     model.Hyper
+	pre   solver.Preconditioner
+	t     int
+	B, pz []float64
+}
+
+func (c *cgProblem) batch(theta []float64, rng *rand.Rand) (*cgBatch, error) {
+	kop, h := c.operator(theta)
+	pre, err := c.precond(kop, h)
+	if err != nil {
+		return nil, fmt.Errorf("preconditioner: %w", err)
+	}
+	t := c.numProbes()
+	B := make([]float64, c.n*(t+1))
+	pz := c.probes(B, t, pre, rng)
+	copy(B[t*c.n:], c.y)
+	return &cgBatch{kop: kop, h: h, pre: pre, t: t, B: B, pz: pz}, nil
 }
 
 // cgEval is one step's objective estimate and gradient (total over the rows).
@@ -300,15 +322,11 @@ type cgEval struct {
 // eval runs one training step's solves at theta (step 4 a-e).
 func (c *cgProblem) eval(theta []float64, rng *rand.Rand) (*cgEval, error) {
 	n, d := c.n, c.d
-	kop, h := c.operator(theta)
-	pre, err := c.precond(kop, h)
+	bt, err := c.batch(theta, rng)
 	if err != nil {
-		return nil, fmt.Errorf("preconditioner: %w", err)
+		return nil, err
 	}
-	t := c.numProbes()
-	B := make([]float64, n*(t+1))
-	pz := c.probes(B, t, pre, rng)
-	copy(B[t*n:], c.y)
+	kop, pre, t, B, pz := bt.kop, bt.pre, bt.t, bt.B, bt.pz
 
 	// U: probe solves (n x t); w1, w2: the data solves.
 	var U, w1, w2 []float64
@@ -330,7 +348,7 @@ func (c *cgProblem) eval(theta []float64, rng *rand.Rand) (*cgEval, error) {
 			return nil, err
 		}
 		U, w1 = res.X[:t*n], res.X[t*n:]
-		w2, yKy = w1, dotf(c.y, w1)
+		w2, yKy = w1, floats.Dot(c.y, w1)
 	}
 
 	// The derivative forms: pairs (u_i, P^-1 z_i) and (w1, w2), one map round.
@@ -355,10 +373,10 @@ func (c *cgProblem) eval(theta []float64, rng *rand.Rand) (*cgEval, error) {
 	}
 	tr := 0.0
 	for i := 0; i < t; i++ {
-		tr += dotf(U[i*n:(i+1)*n], pz[i*n:(i+1)*n])
+		tr += floats.Dot(U[i*n:(i+1)*n], pz[i*n:(i+1)*n])
 	}
-	sn2 := h.NoiseVariance
-	grad[d+1] = 0.5 * sn2 * (tr/float64(t) - dotf(w1, w2))
+	sn2 := bt.h.NoiseVariance
+	grad[d+1] = 0.5 * sn2 * (tr/float64(t) - floats.Dot(w1, w2))
 
 	ld, err := c.slqLogDet(res, B, pz, t, pre)
 	if err != nil {
@@ -371,20 +389,15 @@ func (c *cgProblem) eval(theta []float64, rng *rand.Rand) (*cgEval, error) {
 // marginal likelihood by SLQ on the same batched run, and builds the LOVE variance cache.
 func (c *cgProblem) posterior(theta []float64, rng *rand.Rand, obs Observer) (*solver.ExpansionPredictor, float64, error) {
 	n, d := c.n, c.d
-	kop, h := c.operator(theta)
-	pre, err := c.precond(kop, h)
+	bt, err := c.batch(theta, rng)
 	if err != nil {
-		return nil, 0, fmt.Errorf("preconditioner: %w", err)
+		return nil, 0, err
 	}
+	kop, pre, t, B, pz := bt.kop, bt.pre, bt.t, bt.B, bt.pz
 	tol := c.spec.CGTol
 	if tol == 0 {
 		tol = DefaultCGPredictTol
 	}
-	t := c.numProbes()
-	B := make([]float64, n*(t+1))
-	pz := c.probes(B, t, pre, rng)
-	// B = [z_1..z_t, y]: the probes first as in eval.
-	copy(B[t*n:], c.y)
 	res, err := solver.BatchPCG(kop, B, t+1, pre, MaxCGPredictIters, tol)
 	if err != nil {
 		return nil, 0, err
@@ -397,7 +410,7 @@ func (c *cgProblem) posterior(theta []float64, rng *rand.Rand, obs Observer) (*s
 	if err != nil {
 		return nil, 0, err
 	}
-	lml := -0.5 * (dotf(c.y, alpha) + ld + float64(n)*math.Log(2*math.Pi))
+	lml := -0.5 * (floats.Dot(c.y, alpha) + ld + float64(n)*math.Log(2*math.Pi))
 
 	// LOVE: K_hat^-1 ~= Q T^-1 Q^T; Minus = Q L^-T with T = L L^T.
 	Q, diag, off, rk, err := solver.LanczosBasis(kop, c.y, c.spec.varRank(), 1e-10)
@@ -415,25 +428,8 @@ func (c *cgProblem) posterior(theta []float64, rng *rand.Rand, obs Observer) (*s
 	if !ch.Factorize(T) {
 		return nil, 0, fmt.Errorf("the Lanczos tridiagonal of rank %d is not positive definite", rk)
 	}
-	var L mat.TriDense
-	ch.LTo(&L)
-	minus := make([]float64, n*rk) // row-major n x rk
-	for j := 0; j < rk; j++ {
-		for i := 0; i < n; i++ {
-			minus[i*rk+j] = Q[j*n+i]
-		}
-	}
-	Lb := L.RawTriangular()
-	blas64.Trsm(blas.Right, blas.Trans, 1, Lb, blas64.General{Rows: n, Cols: rk, Stride: rk, Data: minus})
+	minus := rightSolveLT(Q, n, rk, &ch)
 	return &solver.ExpansionPredictor{
 		Kernel: kop.op.Kernel, X: c.x, D: d, Alpha: alpha, Minus: minus, RMinus: rk,
 	}, lml, nil
-}
-
-func dotf(a, b []float64) float64 {
-	s := 0.0
-	for i := range a {
-		s += a[i] * b[i]
-	}
-	return s
 }

@@ -107,28 +107,43 @@ func (o *KernelOp) scaledX() []float64 {
 
 // fill writes rows lo..lo+rows-1 of K (rows x n, row-major) into dst.
 func (o *KernelOp) fill(lo, rows int, dst []float64) {
-	o.fillWith(lo, rows, dst, func(r2 float64) float64 { return o.Kernel.Family.Profile(r2) })
+	o.fillWith(lo, rows, nil, dst, o.Kernel.Family.Profile)
+}
+
+// fillCols writes rows lo..lo+rows-1 of K[:, idx] (rows x len(idx), row-major) into dst.
+func (o *KernelOp) fillCols(lo, rows int, idx []int, dst []float64) {
+	o.fillWith(lo, rows, idx, dst, o.Kernel.Family.Profile)
 }
 
 // fillQ writes rows lo..lo+rows-1 of Q, Q_im = sigma_f^2 q(r_im) (kernel.Family.ProfileGrad).
 func (o *KernelOp) fillQ(lo, rows int, dst []float64) {
-	o.fillWith(lo, rows, dst, func(r2 float64) float64 { _, q := o.Kernel.Family.ProfileGrad(r2); return q })
+	o.fillWith(lo, rows, nil, dst, func(r2 float64) float64 { _, q := o.Kernel.Family.ProfileGrad(r2); return q })
 }
 
-func (o *KernelOp) fillWith(lo, rows int, dst []float64, f func(r2 float64) float64) {
+// fillWith writes sigma_f^2 f(r_im^2) for rows i = lo..lo+rows-1 and columns m in idx (all n
+// columns when idx is nil), row-major, from the inputs scaled by the lengthscales.
+func (o *KernelOp) fillWith(lo, rows int, idx []int, dst []float64, f func(r2 float64) float64) {
 	d, n := o.Kernel.Dim(), o.N()
+	cols := n
+	if idx != nil {
+		cols = len(idx)
+	}
 	xs, sf2 := o.scaledX(), o.Kernel.SignalVariance
 	for i := 0; i < rows; i++ {
 		xi := xs[(lo+i)*d : (lo+i+1)*d]
-		row := dst[i*n : (i+1)*n]
-		for m := 0; m < n; m++ {
+		row := dst[i*cols : (i+1)*cols]
+		for c := range row {
+			m := c
+			if idx != nil {
+				m = idx[c]
+			}
 			xm := xs[m*d : (m+1)*d]
 			r2 := 0.0
 			for k, v := range xi {
 				t := v - xm[k]
 				r2 += t * t
 			}
-			row[m] = sf2 * f(r2)
+			row[c] = sf2 * f(r2)
 		}
 	}
 }
@@ -263,22 +278,26 @@ func (t *KernelTask) Map(ctx context.Context, ref shard.Ref, tab *shard.Table) (
 }
 
 func (t *KernelTask) mvm(ctx context.Context, index, lo, rows int) (reduce.Stats, error) {
-	n, k := t.Op.N(), t.K
+	k := t.K
 	out := &reduce.Rows{D: k, X: make([]float64, rows*k), Y: make([]float64, rows)}
 	if rows == 0 {
 		return out, nil
 	}
+	// The columns of K taken: all n, or Idx (K[:, Idx] V, never cached).
+	m := t.Op.N()
+	var cached []float64
 	if len(t.Idx) > 0 {
-		return t.subMVM(ctx, lo, rows, out)
+		m = len(t.Idx)
+	} else {
+		cached = t.Op.block(index, lo, rows)
 	}
-	// V is n x k column-major, which is the row-major k x n matrix V^T. The product runs over
+	// V is m x k column-major, which is the row-major k x m matrix V^T. The product runs over
 	// blocks of kernelBlockRows rows whether the shard's kernel block is cached or formed on the
 	// fly, so both give the same bits (which shards a process caches depends on its memory).
-	vt := blas64.General{Rows: k, Cols: n, Stride: n, Data: t.V}
-	cached := t.Op.block(index, lo, rows)
+	vt := blas64.General{Rows: k, Cols: m, Stride: m, Data: t.V}
 	var buf []float64
 	if cached == nil {
-		buf = make([]float64, min(rows, kernelBlockRows)*n)
+		buf = make([]float64, min(rows, kernelBlockRows)*m)
 	}
 	for r0 := 0; r0 < rows; r0 += kernelBlockRows {
 		if err := ctx.Err(); err != nil {
@@ -286,36 +305,15 @@ func (t *KernelTask) mvm(ctx context.Context, index, lo, rows int) (reduce.Stats
 		}
 		nr := min(kernelBlockRows, rows-r0)
 		kb := buf
-		if cached != nil {
-			kb = cached[r0*n:]
-		} else {
+		switch {
+		case cached != nil:
+			kb = cached[r0*m:]
+		case len(t.Idx) > 0:
+			t.Op.fillCols(lo+r0, nr, t.Idx, buf)
+		default:
 			t.Op.fill(lo+r0, nr, buf)
 		}
-		Kb := blas64.General{Rows: nr, Cols: n, Stride: n, Data: kb[:nr*n]}
-		C := blas64.General{Rows: nr, Cols: k, Stride: k, Data: out.X[r0*k : (r0+nr)*k]}
-		blas64.Gemm(blas.NoTrans, blas.Trans, 1, Kb, vt, 0, C)
-	}
-	return out, nil
-}
-
-// subMVM forms the shard's rows of K[:, Idx] V block by block.
-func (t *KernelTask) subMVM(ctx context.Context, lo, rows int, out *reduce.Rows) (reduce.Stats, error) {
-	d, m, k := t.Op.Kernel.Dim(), len(t.Idx), t.K
-	X := t.Op.X
-	vt := blas64.General{Rows: k, Cols: m, Stride: m, Data: t.V}
-	buf := make([]float64, min(rows, kernelBlockRows)*m)
-	for r0 := 0; r0 < rows; r0 += kernelBlockRows {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		nr := min(kernelBlockRows, rows-r0)
-		for i := 0; i < nr; i++ {
-			xi := X[(lo+r0+i)*d : (lo+r0+i+1)*d]
-			for c, p := range t.Idx {
-				buf[i*m+c] = t.Op.Kernel.Eval(xi, X[p*d:(p+1)*d])
-			}
-		}
-		Kb := blas64.General{Rows: nr, Cols: m, Stride: m, Data: buf[:nr*m]}
+		Kb := blas64.General{Rows: nr, Cols: m, Stride: m, Data: kb[:nr*m]}
 		C := blas64.General{Rows: nr, Cols: k, Stride: k, Data: out.X[r0*k : (r0+nr)*k]}
 		blas64.Gemm(blas.NoTrans, blas.Trans, 1, Kb, vt, 0, C)
 	}
@@ -401,16 +399,19 @@ func (t *KernelTask) quad(ctx context.Context, lo, rows int) (reduce.Stats, erro
 }
 
 func (t *KernelTask) cols(lo, rows int) reduce.Stats {
-	d, q := t.Op.Kernel.Dim(), len(t.Idx)
-	out := &reduce.Rows{D: q, X: make([]float64, rows*q), Y: make([]float64, rows)}
-	X := t.Op.X
-	for i := 0; i < rows; i++ {
-		xi := X[(lo+i)*d : (lo+i+1)*d]
-		for c, p := range t.Idx {
-			out.X[i*q+c] = t.Op.Kernel.Eval(xi, X[p*d:(p+1)*d])
+	out := &reduce.Rows{D: len(t.Idx), X: make([]float64, rows*len(t.Idx)), Y: make([]float64, rows)}
+	t.Op.fillCols(lo, rows, t.Idx, out.X)
+	return out
+}
+
+// columnsOf copies the merged rows of a KernelMVM (n x k, row-major) into dst (n x k,
+// column-major, the solver's layout).
+func columnsOf(dst, rows []float64, n, k int) {
+	for i := 0; i < n; i++ {
+		for c := 0; c < k; c++ {
+			dst[c*n+i] = rows[i*k+c]
 		}
 	}
-	return out
 }
 
 // kernelOperator is K_hat = K + sigma_n^2 I as a solver.Operator whose products run as
@@ -420,7 +421,6 @@ type kernelOperator struct {
 	eng   engine.Engine
 	op    *KernelOp
 	noise float64
-	calls int // map rounds run, for progress reports
 }
 
 func (k *kernelOperator) Dim() int { return k.op.N() }
@@ -432,15 +432,13 @@ func (k *kernelOperator) MulVecs(dst, src []float64, kc int) error {
 	if err != nil {
 		return fmt.Errorf("kernel products: %w", err)
 	}
-	k.calls++
 	rows, ok := st.(*reduce.Rows)
 	if !ok || rows.D != kc || len(rows.X) != n*kc {
 		return fmt.Errorf("kernel products: the shards returned %T with the wrong shape", st)
 	}
-	for i := 0; i < n; i++ {
-		for c := 0; c < kc; c++ {
-			dst[c*n+i] = rows.X[i*kc+c] + k.noise*src[c*n+i]
-		}
+	columnsOf(dst, rows.X, n, kc)
+	for i, v := range src[:n*kc] {
+		dst[i] += k.noise * v
 	}
 	return nil
 }

@@ -40,6 +40,7 @@ import (
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
+	"gonum.org/v1/gonum/floats"
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/gpreduce/gpreduce/internal/engine"
@@ -120,11 +121,7 @@ func (r *run) trainKMCG(ctx context.Context, eng engine.Engine, p *prepared) (*m
 			return nil, fmt.Errorf("kmcg: R = k(X, X_M) S: the shards returned %T with the wrong shape", st)
 		}
 		R = make([]float64, n*P) // column-major like Z
-		for i := 0; i < n; i++ {
-			for c := 0; c < P; c++ {
-				R[c*n+i] = rows.X[i*P+c]
-			}
-		}
+		columnsOf(R, rows.X, n, P)
 	}
 	obs(Event{Phase: "fit", Message: fmt.Sprintf("%d CG directions; refitting the noise at O(P^3)", P)})
 
@@ -180,13 +177,7 @@ func (l *localKernel) MulVecs(dst, src []float64, k int) error {
 	if err != nil {
 		return err
 	}
-	rows := st.(*reduce.Rows)
-	n := l.op.N()
-	for i := 0; i < n; i++ {
-		for c := 0; c < k; c++ {
-			dst[c*n+i] = rows.X[i*k+c]
-		}
-	}
+	columnsOf(dst, st.(*reduce.Rows).X, l.op.N(), k)
 	return nil
 }
 
@@ -208,7 +199,7 @@ func newKMCGPost(S, Z, R, y []float64, m, p int) (*kmcgPost, error) {
 	// norm by many orders of magnitude, which would make A1 and A2 needlessly ill-conditioned.
 	scale := make([]float64, p)
 	for i := range scale {
-		c := dotf(S[i*m:(i+1)*m], Z[i*m:(i+1)*m])
+		c := floats.Dot(S[i*m:(i+1)*m], Z[i*m:(i+1)*m])
 		if !(c > 0) {
 			return nil, fmt.Errorf("direction %d has curvature s^T K_M s = %g", i+1, c)
 		}
@@ -224,15 +215,15 @@ func newKMCGPost(S, Z, R, y []float64, m, p int) (*kmcgPost, error) {
 		return out
 	}
 	S, Z, R = scaled(S, m), scaled(Z, m), scaled(R, n)
-	k := &kmcgPost{n: n, m: m, p: p, S: S, A1: mat.NewSymDense(p, nil), G: mat.NewSymDense(p, nil), b: make([]float64, p), yy: dotf(y, y)}
+	k := &kmcgPost{n: n, m: m, p: p, S: S, A1: mat.NewSymDense(p, nil), G: mat.NewSymDense(p, nil), b: make([]float64, p), yy: floats.Dot(y, y)}
 	for i := 0; i < p; i++ {
 		for j := 0; j <= i; j++ {
 			// A1 = S^T Z, symmetrised: diagonal in exact arithmetic (digest 003 §3).
-			a := 0.5 * (dotf(S[i*m:(i+1)*m], Z[j*m:(j+1)*m]) + dotf(S[j*m:(j+1)*m], Z[i*m:(i+1)*m]))
+			a := 0.5 * (floats.Dot(S[i*m:(i+1)*m], Z[j*m:(j+1)*m]) + floats.Dot(S[j*m:(j+1)*m], Z[i*m:(i+1)*m]))
 			k.A1.SetSym(i, j, a)
-			k.G.SetSym(i, j, dotf(R[i*n:(i+1)*n], R[j*n:(j+1)*n]))
+			k.G.SetSym(i, j, floats.Dot(R[i*n:(i+1)*n], R[j*n:(j+1)*n]))
 		}
-		k.b[i] = dotf(R[i*n:(i+1)*n], y)
+		k.b[i] = floats.Dot(R[i*n:(i+1)*n], y)
 	}
 	if !k.L1.Factorize(k.A1) {
 		return nil, fmt.Errorf("S^T K_M S of rank %d is not positive definite: the directions lost conjugacy", p)
@@ -268,7 +259,7 @@ func (k *kmcgPost) evidence(s2 float64) (float64, error) {
 		return 0, err
 	}
 	n, p := float64(k.n), float64(k.p)
-	return -(k.yy-dotf(k.b, beta))/(2*s2) - 0.5*L2.LogDet() + 0.5*k.L1.LogDet() - 0.5*(n-p)*math.Log(s2) - 0.5*n*math.Log(2*math.Pi), nil
+	return -(k.yy-floats.Dot(k.b, beta))/(2*s2) - 0.5*L2.LogDet() + 0.5*k.L1.LogDet() - 0.5*(n-p)*math.Log(s2) - 0.5*n*math.Log(2*math.Pi), nil
 }
 
 // predictor returns the weights a = S beta and the variance factors S L1^-T and S L2^-T.
@@ -285,25 +276,25 @@ func (k *kmcgPost) predictor(s2 float64) (*solver.ExpansionPredictor, error) {
 			alpha[i] += beta[c] * sc[i]
 		}
 	}
-	sRow := func() []float64 {
-		out := make([]float64, m*p)
-		for c := 0; c < p; c++ {
-			for i := 0; i < m; i++ {
-				out[i*p+c] = k.S[c*m+i]
-			}
-		}
-		return out
-	}
-	solveRight := func(ch *mat.Cholesky) []float64 {
-		var L mat.TriDense
-		ch.LTo(&L)
-		out := sRow()
-		blas64.Trsm(blas.Right, blas.Trans, 1, L.RawTriangular(), blas64.General{Rows: m, Cols: p, Stride: p, Data: out})
-		return out
-	}
 	return &solver.ExpansionPredictor{
-		Alpha: alpha, Minus: solveRight(&k.L1), RMinus: p, Plus: solveRight(L2), RPlus: p, PlusScale: s2,
+		Alpha: alpha, Minus: rightSolveLT(k.S, m, p, &k.L1), RMinus: p, Plus: rightSolveLT(k.S, m, p, L2), RPlus: p, PlusScale: s2,
 	}, nil
+}
+
+// rightSolveLT returns V L^-T (m x r, row-major) for V m x r column-major and the Cholesky
+// factor L of an r x r matrix: the variance factors S L1^-T, S L2^-T of KMCG and Q L_T^-T of
+// the LOVE cache.
+func rightSolveLT(V []float64, m, r int, ch *mat.Cholesky) []float64 {
+	out := make([]float64, m*r)
+	for c := 0; c < r; c++ {
+		for i := 0; i < m; i++ {
+			out[i*r+c] = V[c*m+i]
+		}
+	}
+	var L mat.TriDense
+	ch.LTo(&L)
+	blas64.Trsm(blas.Right, blas.Trans, 1, L.RawTriangular(), blas64.General{Rows: m, Cols: r, Stride: r, Data: out})
+	return out
 }
 
 // maximize1D maximises f on [lo, hi]: a 33-point grid, then golden-section search between the

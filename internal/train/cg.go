@@ -72,19 +72,8 @@ func (r *run) trainCG(ctx context.Context, eng engine.Engine, p *prepared) (*mod
 	d := p.d
 
 	// Step 2: the start.
-	if r.ck.Phase < phaseStarted {
-		theta, err := r.sampleInit(ctx, eng, p, fam, cgInitRows)
-		if err != nil {
-			return nil, fmt.Errorf("cg: %w", err)
-		}
-		lower, upper := box(spec, d)
-		for i := range theta {
-			theta[i] = clamp(theta[i], lower[i], upper[i])
-		}
-		r.ck.Phase, r.ck.Start = phaseStarted, theta
-		if err := r.save(ctx); err != nil {
-			return nil, err
-		}
+	if err := r.sampledStart(ctx, eng, p, fam); err != nil {
+		return nil, fmt.Errorf("cg: %w", err)
 	}
 
 	// Step 3: the rows.
@@ -143,6 +132,24 @@ func (r *run) trainCG(ctx context.Context, eng engine.Engine, p *prepared) (*mod
 	m := newModel(spec, p, fit, lml)
 	m.Expansion = pred
 	return m, nil
+}
+
+// sampledStart puts into the checkpoint, once, the start of cg and the hyperparameters of
+// kmcg: the exact fit on cgInitRows sampled rows, inside the spec's box.
+func (r *run) sampledStart(ctx context.Context, eng engine.Engine, p *prepared, fam kernel.Family) error {
+	if r.ck.Phase >= phaseStarted {
+		return nil
+	}
+	theta, err := r.sampleInit(ctx, eng, p, fam, cgInitRows)
+	if err != nil {
+		return err
+	}
+	lower, upper := box(r.spec, p.d)
+	for i := range theta {
+		theta[i] = clamp(theta[i], lower[i], upper[i])
+	}
+	r.ck.Phase, r.ck.Start = phaseStarted, theta
+	return r.save(ctx)
 }
 
 // cgProblem holds what every CG step needs: the standardized rows and the settings.

@@ -60,15 +60,8 @@ func (r *run) trainKMCG(ctx context.Context, eng engine.Engine, p *prepared) (*m
 	d, n := p.d, p.n
 
 	// Step 2: kernel hyperparameters.
-	if r.ck.Phase < phaseStarted {
-		theta, err := r.sampleInit(ctx, eng, p, fam, cgInitRows)
-		if err != nil {
-			return nil, fmt.Errorf("kmcg: %w", err)
-		}
-		r.ck.Phase, r.ck.Start = phaseStarted, theta
-		if err := r.save(ctx); err != nil {
-			return nil, err
-		}
+	if err := r.sampledStart(ctx, eng, p, fam); err != nil {
+		return nil, fmt.Errorf("kmcg: %w", err)
 	}
 	h := hyperOf(r.ck.Start, d)
 	kern := kernel.Kernel{Family: fam, Lengthscales: h.Lengthscales, SignalVariance: h.SignalVariance}

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -158,6 +159,113 @@ func (e *encoder) model(m *Model) {
 		e.floats(x.Plus)
 		e.int(x.RPlus)
 		e.float(x.PlusScale)
+	}
+	e.extensions(m)
+}
+
+// extension is an optional tagged section of the model encoding, written after the fixed
+// fields and the GRIEF and expansion sections. New optional data goes here, one entry per
+// tag, so that sections added independently never depend on each other's order and models
+// written before a tag existed still decode.
+type extension struct {
+	tag     string
+	present func(m *Model) bool
+	encode  func(e *encoder, m *Model)
+	decode  func(d *decoder, m *Model)
+}
+
+// extensions lists the tagged sections in the order they are written. Each tag appears at
+// most once in an encoding, in this order.
+func extensions() []extension {
+	return []extension{
+		{
+			tag:     "warnings",
+			present: func(m *Model) bool { return len(m.Warnings) > 0 },
+			encode: func(e *encoder, m *Model) {
+				e.int(len(m.Warnings))
+				for _, w := range m.Warnings {
+					e.str(w.Code)
+					e.str(w.Message)
+				}
+			},
+			decode: func(d *decoder, m *Model) {
+				n := d.length(16)
+				for i := 0; i < n && d.err == nil; i++ {
+					m.Warnings = append(m.Warnings, Warning{Code: d.str(), Message: d.str()})
+				}
+			},
+		},
+	}
+}
+
+// extensions writes the tagged trailer: when any extension is present, explicit absent
+// flags for the GRIEF and expansion sections (if not written), then the count of sections
+// and, per section, its tag and its payload as a length-prefixed byte string.
+func (e *encoder) extensions(m *Model) {
+	var present []extension
+	for _, x := range extensions() {
+		if x.present(m) {
+			present = append(present, x)
+		}
+	}
+	if len(present) == 0 {
+		return
+	}
+	if m.GRIEF == nil && m.Expansion == nil {
+		e.bool(false)
+	}
+	if m.Expansion == nil {
+		e.bool(false)
+	}
+	e.int(len(present))
+	for _, x := range present {
+		e.str(x.tag)
+		var buf bytes.Buffer
+		sub := &encoder{w: &buf}
+		x.encode(sub, m)
+		if sub.err != nil && e.err == nil {
+			e.err = sub.err
+		}
+		e.str(buf.String())
+	}
+}
+
+// extensions reads the tagged trailer written by encoder.extensions. Tags must be known to
+// this build, appear once each and in the encoder's order, and each payload must be read
+// exactly, so every accepted model encodes back to the bytes it was read from.
+func (d *decoder) extensions(m *Model) {
+	n := d.length(8)
+	if d.err == nil && n == 0 {
+		d.err = fmt.Errorf("%w: an empty extension trailer", errTruncated)
+		return
+	}
+	known := extensions()
+	next := 0
+	for i := 0; i < n && d.err == nil; i++ {
+		tag := d.str()
+		payload := d.str()
+		if d.err != nil {
+			return
+		}
+		j := next
+		for j < len(known) && known[j].tag != tag {
+			j++
+		}
+		if j == len(known) {
+			d.err = fmt.Errorf("%w: unknown or out-of-order model section %q (written by a newer build?)", errTruncated, tag)
+			return
+		}
+		next = j + 1
+		sub := &decoder{b: []byte(payload)}
+		known[j].decode(sub, m)
+		switch {
+		case sub.err != nil:
+			d.err = fmt.Errorf("model section %q: %w", tag, sub.err)
+		case len(sub.b) != 0:
+			d.err = fmt.Errorf("%w: %d bytes after model section %q", errTruncated, len(sub.b), tag)
+		case !known[j].present(m):
+			d.err = fmt.Errorf("%w: empty model section %q written out", errTruncated, tag)
+		}
 	}
 }
 
@@ -376,9 +484,12 @@ func (d *decoder) model() *Model {
 			x.RPlus = d.int()
 			x.PlusScale = d.float()
 			m.Expansion = x
-		} else if d.err == nil {
+		} else if d.err == nil && len(d.b) == 0 {
 			d.err = fmt.Errorf("%w: an absent optional section written out", errTruncated)
 		}
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.extensions(m)
 	}
 	if d.err == nil && len(d.b) != 0 {
 		d.err = fmt.Errorf("%w: %d bytes after the end of the model", errTruncated, len(d.b))

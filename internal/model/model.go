@@ -97,6 +97,11 @@ type Model struct {
 	// Expansion is the posterior of the conjugate-gradient methods cg and kmcg: a kernel
 	// expansion over stored standardized inputs with low-rank variance terms.
 	Expansion *solver.ExpansionPredictor
+
+	// Warnings lists what a user should know before trusting the model: a hyperparameter on
+	// its bound, an unconverged optimizer, the all-noise optimum, automatic sizing (see the
+	// Warn* codes). Encoded as an optional tagged section.
+	Warnings []Warning
 }
 
 // GRIEFMap rebuilds the model's GRIEF feature map and validates it.
@@ -318,6 +323,9 @@ func (m *Model) Validate() error {
 		if !(v > 0) || math.IsInf(v, 0) {
 			return fmt.Errorf("model has a nonpositive or infinite scale %v", v)
 		}
+	}
+	if err := validateWarnings(m.Warnings); err != nil {
+		return err
 	}
 	groups := 0
 	if (m.GL != nil || m.RFF != nil) != (m.Features != nil) {

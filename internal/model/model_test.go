@@ -555,6 +555,9 @@ func TestDecodeEveryPrefix(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	griefExp := griefModel(f)
 	griefExp.Expansion = expansionModel(kernel.RBF).Expansion // invalid: two posteriors
+	for _, m := range withWarnings(f) {
+		f.Add(encode(f, m))
+	}
 	for _, m := range []*Model{griefModel(f), griefExp} {
 		f.Add(encode(f, m))
 	}

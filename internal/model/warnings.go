@@ -1,0 +1,70 @@
+package model
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Warning codes. A Warning says that a model is outside what it can represent, so that a
+// user is never handed a confidently wrong answer without being told. The codes are stable:
+// they appear in the JSON output and the job status, and scripts may match on them.
+const (
+	// WarnBound: a learned hyperparameter ended on (within a relative 1e-3 in log space of)
+	// a bound of its search box, so the optimum may lie outside the box.
+	WarnBound = "hyperparameter_on_bound"
+	// WarnNotConverged: the optimizer stopped at its iteration limit without meeting its
+	// convergence test, or a solver stopped before its tolerance.
+	WarnNotConverged = "not_converged"
+	// WarnAllNoise: the fit explains the target as noise (noise variance near the target
+	// variance, signal near zero), the degenerate optimum of the marginal likelihood.
+	WarnAllNoise = "all_noise"
+	// WarnOutsideDomain: inputs to be predicted lie outside the box in which the model's
+	// approximation is accurate; such rows are flagged and predicted by the prior.
+	WarnOutsideDomain = "outside_domain"
+	// WarnSizing: the method's automatic sizing changed a setting the user gave or a default
+	// (for example it raised the lower lengthscale bound to fit the feature budget).
+	WarnSizing = "sizing"
+	// WarnEstimate: a reported quantity is a stochastic estimate or is not comparable with
+	// other methods' values of the same name.
+	WarnEstimate = "estimate"
+)
+
+// Warning is one condition a user should know about a trained model or a prediction.
+type Warning struct {
+	// Code is one of the Warn* constants.
+	Code string
+	// Message says what happened, in the units of the data, and what to change.
+	Message string
+}
+
+// String formats the warning as "code: message".
+func (w Warning) String() string { return w.Code + ": " + w.Message }
+
+// Warn appends a warning to the model, unless an identical one is already recorded.
+func (m *Model) Warn(code, format string, args ...any) {
+	w := Warning{Code: code, Message: fmt.Sprintf(format, args...)}
+	if slices.Contains(m.Warnings, w) {
+		return
+	}
+	m.Warnings = append(m.Warnings, w)
+}
+
+// HasWarning reports whether the model carries a warning with the given code.
+func (m *Model) HasWarning(code string) bool {
+	return slices.ContainsFunc(m.Warnings, func(w Warning) bool { return w.Code == code })
+}
+
+// validateWarnings checks that every recorded warning has a code and a message without
+// control characters, so the encoded form stays printable.
+func validateWarnings(ws []Warning) error {
+	for i, w := range ws {
+		if w.Code == "" || w.Message == "" {
+			return fmt.Errorf("warning %d: empty code or message", i)
+		}
+		if strings.ContainsFunc(w.Code+w.Message, func(r rune) bool { return r < 0x20 && r != '\t' }) {
+			return fmt.Errorf("warning %d: control character", i)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,86 @@
+package model
+
+import (
+	"bytes"
+	"encoding/binary"
+	"strings"
+	"testing"
+)
+
+// withWarnings returns each kind of model (plain posterior, GRIEF, expansion) carrying two
+// warnings, so the tagged trailer is exercised after every possible preceding section.
+func withWarnings(t testing.TB) map[string]*Model {
+	out := map[string]*Model{"grief": griefModel(t)}
+	for name, m := range validModels() {
+		out[name] = m
+	}
+	for _, m := range out {
+		m.Warn(WarnBound, "lengthscale 3 is on its upper bound %g", 100.0)
+		m.Warn(WarnNotConverged, "L-BFGS stopped at max-iter %d", 50)
+		m.Warn(WarnBound, "lengthscale 3 is on its upper bound %g", 100.0) // deduplicated
+	}
+	return out
+}
+
+func TestWarningsRoundTrip(t *testing.T) {
+	for name, m := range withWarnings(t) {
+		t.Run(name, func(t *testing.T) {
+			if len(m.Warnings) != 2 {
+				t.Fatalf("%d warnings after a duplicate Warn, want 2", len(m.Warnings))
+			}
+			plain := clone(t, m)
+			plain.Warnings = nil
+			b0, b := encode(t, plain), encode(t, m)
+			if !bytes.HasPrefix(b, b0) || len(b) <= len(b0) {
+				t.Fatalf("warnings are not a trailer after the model without them (%d vs %d bytes)", len(b), len(b0))
+			}
+			d, err := Decode(bytes.NewReader(b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(d.Warnings) != 2 || d.Warnings[0] != m.Warnings[0] || d.Warnings[1] != m.Warnings[1] {
+				t.Fatalf("decoded warnings %v, want %v", d.Warnings, m.Warnings)
+			}
+			if !d.HasWarning(WarnNotConverged) || d.HasWarning(WarnAllNoise) {
+				t.Fatalf("HasWarning disagrees with %v", d.Warnings)
+			}
+			if b2 := encode(t, d); !bytes.Equal(b, b2) {
+				t.Fatalf("re-encoding gives different bytes")
+			}
+		})
+	}
+}
+
+// TestWarningsTrailerCorrupt: a trailer that is empty, unknown, repeated, over-long or
+// followed by bytes is refused with an error, never a panic.
+func TestWarningsTrailerCorrupt(t *testing.T) {
+	m := exactModel()
+	base := encode(t, m)
+	u64 := func(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
+	str := func(s string) []byte { return append(u64(uint64(len(s))), s...) }
+	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+	one := cat(u64(1), str("c"), str("m")) // one warning
+	absent := cat(u64(0), u64(0))          // GRIEF and expansion absent
+	for name, tc := range map[string]struct {
+		b    []byte
+		want string
+	}{
+		"empty trailer":       {cat(base, absent, u64(0)), "empty extension trailer"},
+		"unknown tag":         {cat(base, absent, u64(1), str("nosuch"), str("")), "unknown or out-of-order"},
+		"repeated tag":        {cat(base, absent, u64(2), str("warnings"), str(string(one)), str("warnings"), str(string(one))), "unknown or out-of-order"},
+		"empty warnings":      {cat(base, absent, u64(1), str("warnings"), str(string(u64(0)))), "empty model section"},
+		"payload trailing":    {cat(base, absent, u64(1), str("warnings"), str(string(one)+"x")), "bytes after model section"},
+		"payload short":       {cat(base, absent, u64(1), str("warnings"), str(string(one[:20]))), "truncated"},
+		"bytes after trailer": {cat(base, absent, u64(1), str("warnings"), str(string(one)), u64(0)), "after the end"},
+		"count too large":     {cat(base, absent, u64(1<<20)), "exceeds"},
+		"control character":   {cat(base, absent, u64(1), str("warnings"), str(string(cat(u64(1), str("c"), str("a\nb"))))), "control character"},
+	} {
+		got, p, err := decodeSafely(tc.b)
+		if p != nil || got != nil || err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: panic %v, error %v, want one containing %q", name, p, err, tc.want)
+		}
+	}
+	if got, _, err := decodeSafely(cat(base, absent, u64(1), str("warnings"), str(string(one)))); err != nil || len(got.Warnings) != 1 {
+		t.Fatalf("a hand-written valid trailer: %v, %v", got, err)
+	}
+}

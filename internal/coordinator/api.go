@@ -104,7 +104,7 @@ func (s *Server) toStatus(setTrailer func(metadata.MD), err error) error {
 		code = codes.NotFound
 	case errors.Is(err, ErrJobExists):
 		code = codes.AlreadyExists
-	case errors.Is(err, ErrInvalidTransition), errors.Is(err, ErrJobNotRunning), errors.Is(err, ErrNoModel):
+	case errors.Is(err, ErrInvalidTransition), errors.Is(err, ErrJobNotRunning), errors.Is(err, ErrNoModel), errors.Is(err, ErrInsecureRaft):
 		code = codes.FailedPrecondition
 	case errors.Is(err, ErrInvalidArgument):
 		code = codes.InvalidArgument

@@ -36,6 +36,7 @@ func testServerConfig(t testing.TB, id string, log zerolog.Logger) ServerConfig 
 		DataDir:          filepath.Join(t.TempDir(), id),
 		Logger:           log,
 		HeartbeatTimeout: time.Second,
+		RaftSecret:       []byte(testRaftSecret),
 		Raft: RaftTuning{
 			ApplyTimeout:       5 * time.Second,
 			HeartbeatTimeout:   250 * time.Millisecond,

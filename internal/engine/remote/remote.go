@@ -8,6 +8,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/gpreduce/gpreduce/internal/engine"
 	"github.com/gpreduce/gpreduce/internal/reduce"
@@ -36,7 +37,17 @@ var ErrNoLiveWorker = errors.New("no live worker")
 type Worker struct {
 	ID   string // stable identity, the key of shard ownership
 	Addr string // address of its Worker gRPC service
+	// Session is the secret of the worker's registration, sent with every task as
+	// wire.SessionKey metadata ("" sends none); a worker registered again has a new one.
+	Session Session
 }
+
+// Session is a worker's registration secret. It prints as "[session]" so that logging a
+// Worker never shows it.
+type Session string
+
+// String hides the session.
+func (Session) String() string { return "[session]" }
 
 // Pool is the set of live workers (the coordinator's registry implements it). Live returns
 // them sorted by ID; it is called at every round start and polled during a round, so it must
@@ -311,6 +322,9 @@ func (e *Engine) call(ctx context.Context, w Worker, req *pb.RunTaskRequest) (*p
 	c, err := e.cfg.Dial(ctx, w.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("dial worker %s at %s: %w", w.ID, w.Addr, err)
+	}
+	if w.Session != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, wire.SessionKey, string(w.Session))
 	}
 	resp, err := c.RunTask(ctx, req)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gpreduce/gpreduce/internal/auth"
 	"github.com/gpreduce/gpreduce/internal/coordinator"
+	"github.com/gpreduce/gpreduce/internal/engine/remote"
 )
 
 // joinTokenEnv (GPREDUCE_JOIN_TOKEN) is shared with the worker command.
@@ -36,7 +37,8 @@ type serveFlags struct {
 	workerTimeout, checkpointEvery  time.Duration
 	raftHeartbeat, raftElection     time.Duration
 	raftLeaderLease, raftSnapEvery  time.Duration
-	taskTimeout                     time.Duration
+	taskTimeout, stragglerFloor     time.Duration
+	stragglerFactor                 float64
 	raftSnapThreshold, raftTrailing uint64
 }
 
@@ -100,6 +102,9 @@ secret's handshake inside). A member with neither may only run alone on a loopba
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "HOST:PORT of an HTTP server with Prometheus metrics at /metrics")
 	fl.DurationVar(&f.workerTimeout, "worker-timeout", coordinator.DefaultHeartbeatTimeout, "drop a worker this long after its last heartbeat")
 	fl.DurationVar(&f.checkpointEvery, "checkpoint-interval", coordinator.DefaultCheckpointInterval, "least time between two optimizer checkpoints of a job")
+	fl.Float64Var(&f.stragglerFactor, "straggler-factor", remote.DefaultStragglerFactor,
+		"run a task again on another worker once it has run this many times the median task time of its round (negative: never)")
+	fl.DurationVar(&f.stragglerFloor, "straggler-floor", remote.DefaultStragglerFloor, "least time a task runs before it counts as a straggler")
 	// Tuning for tests and unusual networks; raft's defaults suit a LAN.
 	fl.DurationVar(&f.raftHeartbeat, "raft-heartbeat-timeout", 0, "raft heartbeat timeout (default: raft's, 1s)")
 	fl.DurationVar(&f.raftElection, "raft-election-timeout", 0, "raft election timeout (default: raft's, 1s)")
@@ -180,7 +185,7 @@ func (f *serveFlags) config(log zerolog.Logger) (coordinator.ServerConfig, error
 		v    time.Duration
 	}{{"--worker-timeout", f.workerTimeout}, {"--checkpoint-interval", f.checkpointEvery}, {"--raft-heartbeat-timeout", f.raftHeartbeat},
 		{"--raft-election-timeout", f.raftElection}, {"--raft-leader-lease-timeout", f.raftLeaderLease},
-		{"--raft-snapshot-interval", f.raftSnapEvery}, {"--task-timeout", f.taskTimeout}} {
+		{"--raft-snapshot-interval", f.raftSnapEvery}, {"--task-timeout", f.taskTimeout}, {"--straggler-floor", f.stragglerFloor}} {
 		if d.v < 0 {
 			return cfg, fmt.Errorf("%s %s: must not be negative", d.flag, d.v)
 		}
@@ -190,7 +195,7 @@ func (f *serveFlags) config(log zerolog.Logger) (coordinator.ServerConfig, error
 		DataDir: f.dataDir, Bootstrap: f.bootstrap, Join: join,
 		Token: token, JoinToken: joinToken, ServerTLS: serverTLS, ClientTLS: clientTLS, RaftSecret: []byte(raftSecret),
 		MetricsAddr: f.metricsAddr, HeartbeatTimeout: f.workerTimeout, CheckpointInterval: f.checkpointEvery,
-		TaskTimeout: f.taskTimeout, Logger: log,
+		TaskTimeout: f.taskTimeout, StragglerFactor: f.stragglerFactor, StragglerFloor: f.stragglerFloor, Logger: log,
 		Raft: coordinator.RaftTuning{
 			HeartbeatTimeout: f.raftHeartbeat, ElectionTimeout: f.raftElection, LeaderLeaseTimeout: f.raftLeaderLease,
 			SnapshotInterval: f.raftSnapEvery, SnapshotThreshold: f.raftSnapThreshold, TrailingLogs: f.raftTrailing,

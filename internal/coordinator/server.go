@@ -77,6 +77,11 @@ type ServerConfig struct {
 	CheckpointInterval time.Duration
 	// TaskTimeout bounds one task attempt on a worker (default remote.DefaultTaskTimeout).
 	TaskTimeout time.Duration
+	// StragglerFactor and StragglerFloor set when a task counts as a straggler and is run
+	// again on another worker (see remote.Config; defaults remote.DefaultStragglerFactor and
+	// remote.DefaultStragglerFloor; a negative factor turns backups off).
+	StragglerFactor float64
+	StragglerFloor  time.Duration
 	// Logger receives the server's, the runner's and raft's logs.
 	Logger zerolog.Logger
 	// Raft tunes the raft node (timeouts, snapshots, size limits); see Config.
@@ -189,6 +194,7 @@ func OpenServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 	s.runner = &runner{
 		node: node, pool: s.pool, events: s.events, dial: s.workers.worker, metrics: s.metrics,
 		log: log.With().Str("component", "runner").Logger(), ckInterval: ckInterval, taskTimeout: cfg.TaskTimeout,
+		stragglerFactor: cfg.StragglerFactor, stragglerFloor: cfg.StragglerFloor,
 	}
 	s.warnSecurity()
 

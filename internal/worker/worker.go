@@ -87,6 +87,9 @@ type Config struct {
 	// coordinator. Never set it on a worker that a network can reach: by default a worker
 	// runs tasks only from the coordinator its latest registration went to.
 	UnregisteredTasks bool
+	// Interceptor, if set, wraps every unary call of the Worker service after the token
+	// check: a hook for tests that delay or fail tasks.
+	Interceptor grpc.UnaryServerInterceptor
 }
 
 // Worker is a worker process: it serves the Worker gRPC service and keeps itself
@@ -295,7 +298,7 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes),
-		grpc.UnaryInterceptor(auth.UnaryServerInterceptor(auth.Static(w.cfg.JoinToken), w.log)),
+		grpc.ChainUnaryInterceptor(w.interceptors()...),
 		grpc.StreamInterceptor(auth.StreamServerInterceptor(auth.Static(w.cfg.JoinToken), w.log)),
 	}
 	if w.cfg.ServerTLS != nil {
@@ -368,6 +371,16 @@ func (w *Worker) Run(ctx context.Context) error {
 	reg.close()
 	w.log.Info().Msg("worker stopped")
 	return runErr
+}
+
+// interceptors are the Worker service's unary interceptors: the token check, then
+// Config.Interceptor.
+func (w *Worker) interceptors() []grpc.UnaryServerInterceptor {
+	out := []grpc.UnaryServerInterceptor{auth.UnaryServerInterceptor(auth.Static(w.cfg.JoinToken), w.log)}
+	if w.cfg.Interceptor != nil {
+		out = append(out, w.cfg.Interceptor)
+	}
+	return out
 }
 
 // advertiseAddr returns the address to register: advertise if given, else the listen

@@ -404,7 +404,8 @@ func (s *Server) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.H
 	return &pb.HeartbeatResponse{}, nil
 }
 
-// JoinCluster adds a coordinator as a voter and records its API address.
+// JoinCluster adds a coordinator as a voter and records its API address. With a raft secret
+// configured, the caller must prove it (see checkMemberProof).
 func (s *Server) JoinCluster(ctx context.Context, req *pb.JoinClusterRequest) (*pb.JoinClusterResponse, error) {
 	if err := s.requireLeader(ctx); err != nil {
 		return nil, err
@@ -412,6 +413,9 @@ func (s *Server) JoinCluster(ctx context.Context, req *pb.JoinClusterRequest) (*
 	id, raftAddr, apiAddr := req.GetId(), req.GetRaftAddress(), req.GetApiAddress()
 	if id == "" || raftAddr == "" || apiAddr == "" {
 		return nil, status.Error(codes.InvalidArgument, "id, raft_address and api_address are all required")
+	}
+	if err := s.checkMemberProof(ctx, "JoinCluster", id, raftAddr, apiAddr); err != nil {
+		return nil, err
 	}
 	if err := s.node.AddVoter(ctx, id, raftAddr); err != nil {
 		return nil, s.unaryStatus(ctx, err)
@@ -423,7 +427,8 @@ func (s *Server) JoinCluster(ctx context.Context, req *pb.JoinClusterRequest) (*
 	return &pb.JoinClusterResponse{}, nil
 }
 
-// RemoveMember removes a coordinator from the raft configuration.
+// RemoveMember removes a coordinator from the raft configuration. With a raft secret
+// configured, the caller must prove it (see checkMemberProof).
 func (s *Server) RemoveMember(ctx context.Context, req *pb.RemoveMemberRequest) (*pb.RemoveMemberResponse, error) {
 	if err := s.requireLeader(ctx); err != nil {
 		return nil, err
@@ -431,6 +436,9 @@ func (s *Server) RemoveMember(ctx context.Context, req *pb.RemoveMemberRequest) 
 	id := req.GetId()
 	if id == "" {
 		return nil, status.Error(codes.InvalidArgument, "id: empty; give the server ID of the member to remove")
+	}
+	if err := s.checkMemberProof(ctx, "RemoveMember", id, "", ""); err != nil {
+		return nil, err
 	}
 	if id == s.node.ID() {
 		// The leader steps down once its removal commits, so forget its address first.

@@ -458,6 +458,7 @@ func (s *Server) joinVia(ctx context.Context, addr string) error {
 		}
 		var trailer metadata.MD
 		cctx, cancel := context.WithTimeout(ctx, peerCallTimeout)
+		cctx = withMemberProof(cctx, s.cfg.RaftSecret, "JoinCluster", req.Id, req.RaftAddress, req.ApiAddress)
 		_, err = c.JoinCluster(cctx, req, grpc.Trailer(&trailer))
 		cancel()
 		if err == nil {

@@ -142,9 +142,11 @@ type cluster struct {
 	token         string
 	tokenFile     string
 	joinTokenFile string
-	coords        []*coord
-	workers       []*proc
-	all           []*proc
+	// raftSecretFile holds the members' raft secret.
+	raftSecretFile string
+	coords         []*coord
+	workers        []*proc
+	all            []*proc
 	// Extra flags of every coordinator, worker and client (TLS).
 	serveFlags, workerFlags, clientFlags []string
 }
@@ -164,6 +166,7 @@ func newClusterWith(t *testing.T, n int, setup func(*cluster)) *cluster {
 	setup(c)
 	c.tokenFile = c.writeFile("token", c.token+"\n")
 	c.joinTokenFile = c.writeFile("join-token", "join-"+t.Name()+"\n")
+	c.raftSecretFile = c.writeFile("raft-secret", "raft-secret-"+t.Name()+"\n")
 	t.Cleanup(c.cleanup)
 	for i := 0; i < n; i++ {
 		id := fmt.Sprintf("c%d", i)
@@ -194,7 +197,8 @@ func (c *cluster) writeFile(name, body string) string {
 func (c *cluster) startCoordinator(i int, extra ...string) {
 	co := c.coords[i]
 	args := append([]string{"serve", "--id", co.id, "--raft-addr", co.raftAddr, "--api-addr", co.apiAddr,
-		"--data-dir", co.dataDir, "--token-file", c.tokenFile, "--join-token-file", c.joinTokenFile, "--log-level", "debug"},
+		"--data-dir", co.dataDir, "--token-file", c.tokenFile, "--join-token-file", c.joinTokenFile, "--raft-secret-file", c.raftSecretFile,
+		"--log-level", "debug"},
 		serveTuning...)
 	args = append(args, c.serveFlags...)
 	co.proc.args = append(args, extra...)

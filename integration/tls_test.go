@@ -16,14 +16,15 @@ import (
 	"time"
 )
 
-// TestMutualTLS: coordinators, a worker and the client with TLS both ways (every party
-// presents a certificate signed by the cluster's CA); a client without a certificate, or
-// speaking plain text, cannot connect.
+// TestMutualTLS: three coordinators, a worker and the client with TLS both ways (every party
+// presents a certificate signed by the cluster's CA, and the raft traffic between the members
+// runs over mutual TLS too); a client without a certificate, or speaking plain text, cannot
+// connect.
 func TestMutualTLS(t *testing.T) {
 	dir := t.TempDir()
 	ca, cert, key := writeCerts(t, dir)
 	tlsFlags := []string{"--tls-ca", ca, "--tls-cert", cert, "--tls-key", key}
-	c := newClusterWith(t, 1, func(c *cluster) {
+	c := newClusterWith(t, 3, func(c *cluster) {
 		c.serveFlags, c.workerFlags, c.clientFlags = tlsFlags, tlsFlags, tlsFlags
 	})
 	c.startWorkers(1)

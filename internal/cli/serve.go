@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"slices"
 	"strings"
@@ -15,9 +16,13 @@ import (
 
 	"github.com/gpreduce/gpreduce/internal/auth"
 	"github.com/gpreduce/gpreduce/internal/coordinator"
+	"github.com/gpreduce/gpreduce/internal/engine/remote"
 )
 
 // joinTokenEnv (GPREDUCE_JOIN_TOKEN) is shared with the worker command.
+
+// raftSecretEnv holds the raft secret when --raft-secret-file is not given.
+const raftSecretEnv = "GPREDUCE_RAFT_SECRET"
 
 // serveFlags are the flags of `coordinator serve`.
 type serveFlags struct {
@@ -26,12 +31,14 @@ type serveFlags struct {
 	bootstrap                       bool
 	join                            []string
 	tokenFile, joinTokenFile        string
+	raftSecretFile                  string
 	tlsCert, tlsKey, tlsCA          string
 	metricsAddr                     string
 	workerTimeout, checkpointEvery  time.Duration
 	raftHeartbeat, raftElection     time.Duration
 	raftLeaderLease, raftSnapEvery  time.Duration
-	taskTimeout                     time.Duration
+	taskTimeout, stragglerFloor     time.Duration
+	stragglerFactor                 float64
 	raftSnapThreshold, raftTrailing uint64
 }
 
@@ -53,7 +60,14 @@ Clients need the API token (--token-file, or env GPREDUCE_TOKEN), workers the jo
 (--join-token-file, or env GPREDUCE_JOIN_TOKEN); the members call each other with the API
 token, so all members need the same tokens. TLS is on with --tls-cert and --tls-key; with
 --tls-ca, clients and workers must present a certificate signed by it, and the members and
-workers are verified against it.`,
+workers are verified against it.
+
+The raft port carries the replicated state, so the members authenticate each other there:
+with the raft secret (--raft-secret-file, or env ` + raftSecretEnv + `; by default the join
+token) every raft connection is TLS 1.3 keyed by the secret plus an HMAC handshake, and with
+--tls-ca as well the raft connections use mutual TLS with the members' certificates (and the
+secret's handshake inside). A member with neither may only run alone on a loopback
+--raft-addr: --join, or a --raft-addr other hosts can reach, is refused.`,
 		Example: `  coordinator serve --id c0 --data-dir /var/lib/gpreduce --bootstrap --token-file token --join-token-file join-token
   coordinator serve --id c1 --raft-addr 10.0.0.6:7000 --api-addr 10.0.0.6:7100 --data-dir /var/lib/gpreduce \
       --join 10.0.0.5:7100 --token-file token --join-token-file join-token`,
@@ -81,12 +95,16 @@ workers are verified against it.`,
 	fl.StringSliceVar(&f.join, "join", nil, "join the cluster through these API addresses (any member), comma-separated")
 	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the API token (default: env "+tokenEnv+")")
 	fl.StringVar(&f.joinTokenFile, "join-token-file", "", "file holding the workers' join token (default: env "+joinTokenEnv+")")
+	fl.StringVar(&f.raftSecretFile, "raft-secret-file", "", "file holding the secret the members authenticate and encrypt raft traffic with, the same on every member (default: env "+raftSecretEnv+", else the join token)")
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate (PEM); turns TLS on")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "TLS key (PEM)")
 	fl.StringVar(&f.tlsCA, "tls-ca", "", "CA certificates (PEM): required of clients and workers, and used to verify members and workers")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "HOST:PORT of an HTTP server with Prometheus metrics at /metrics")
 	fl.DurationVar(&f.workerTimeout, "worker-timeout", coordinator.DefaultHeartbeatTimeout, "drop a worker this long after its last heartbeat")
 	fl.DurationVar(&f.checkpointEvery, "checkpoint-interval", coordinator.DefaultCheckpointInterval, "least time between two optimizer checkpoints of a job")
+	fl.Float64Var(&f.stragglerFactor, "straggler-factor", remote.DefaultStragglerFactor,
+		"run a task again on another worker once it has run this many times the median task time of its round (negative: never)")
+	fl.DurationVar(&f.stragglerFloor, "straggler-floor", remote.DefaultStragglerFloor, "least time a task runs before it counts as a straggler")
 	// Tuning for tests and unusual networks; raft's defaults suit a LAN.
 	fl.DurationVar(&f.raftHeartbeat, "raft-heartbeat-timeout", 0, "raft heartbeat timeout (default: raft's, 1s)")
 	fl.DurationVar(&f.raftElection, "raft-election-timeout", 0, "raft election timeout (default: raft's, 1s)")
@@ -140,12 +158,34 @@ func (f *serveFlags) config(log zerolog.Logger) (coordinator.ServerConfig, error
 	case f.tlsCert != "" || f.tlsKey != "" || f.tlsCA != "":
 		return cfg, fmt.Errorf("TLS needs both --tls-cert and --tls-key (and optionally --tls-ca)")
 	}
+	raftSecret, err := tokenFrom(f.raftSecretFile, raftSecretEnv, "--raft-secret-file")
+	if err != nil {
+		return cfg, err
+	}
+	if raftSecret == "" && joinToken != "" {
+		raftSecret = joinToken
+		log.Warn().Msg("raft secret: using the join token, which the workers hold too; give the members a separate --raft-secret-file")
+	}
+	mutualTLS := serverTLS != nil && f.tlsCA != ""
+	if raftSecret != "" && len(raftSecret) < 16 {
+		return cfg, fmt.Errorf("the raft secret (--raft-secret-file, %s or the join token) has %d bytes: use at least 16, e.g. head -c 32 /dev/urandom | base64 > raft.secret",
+			raftSecretEnv, len(raftSecret))
+	}
+	if raftSecret == "" && !mutualTLS {
+		switch {
+		case len(join) > 0:
+			return cfg, fmt.Errorf("--join needs authenticated raft traffic: give every member the same --raft-secret-file (or --join-token-file), or --tls-cert, --tls-key and --tls-ca")
+		case !loopback(f.raftAddr) || (f.raftAdvertise != "" && !loopback(f.raftAdvertise)):
+			return cfg, fmt.Errorf("--raft-addr %s is reachable from other hosts but raft traffic would be unauthenticated: give --raft-secret-file (or --join-token-file), or --tls-cert, --tls-key and --tls-ca, or use a loopback --raft-addr for a single member",
+				f.raftAddr)
+		}
+	}
 	for _, d := range []struct {
 		flag string
 		v    time.Duration
 	}{{"--worker-timeout", f.workerTimeout}, {"--checkpoint-interval", f.checkpointEvery}, {"--raft-heartbeat-timeout", f.raftHeartbeat},
 		{"--raft-election-timeout", f.raftElection}, {"--raft-leader-lease-timeout", f.raftLeaderLease},
-		{"--raft-snapshot-interval", f.raftSnapEvery}, {"--task-timeout", f.taskTimeout}} {
+		{"--raft-snapshot-interval", f.raftSnapEvery}, {"--task-timeout", f.taskTimeout}, {"--straggler-floor", f.stragglerFloor}} {
 		if d.v < 0 {
 			return cfg, fmt.Errorf("%s %s: must not be negative", d.flag, d.v)
 		}
@@ -153,14 +193,24 @@ func (f *serveFlags) config(log zerolog.Logger) (coordinator.ServerConfig, error
 	return coordinator.ServerConfig{
 		ID: f.id, RaftAddr: f.raftAddr, RaftAdvertiseAddr: f.raftAdvertise, APIAddr: f.apiAddr, APIAdvertiseAddr: f.apiAdvertise,
 		DataDir: f.dataDir, Bootstrap: f.bootstrap, Join: join,
-		Token: token, JoinToken: joinToken, ServerTLS: serverTLS, ClientTLS: clientTLS,
+		Token: token, JoinToken: joinToken, ServerTLS: serverTLS, ClientTLS: clientTLS, RaftSecret: []byte(raftSecret),
 		MetricsAddr: f.metricsAddr, HeartbeatTimeout: f.workerTimeout, CheckpointInterval: f.checkpointEvery,
-		TaskTimeout: f.taskTimeout, Logger: log,
+		TaskTimeout: f.taskTimeout, StragglerFactor: f.stragglerFactor, StragglerFloor: f.stragglerFloor, Logger: log,
 		Raft: coordinator.RaftTuning{
 			HeartbeatTimeout: f.raftHeartbeat, ElectionTimeout: f.raftElection, LeaderLeaseTimeout: f.raftLeaderLease,
 			SnapshotInterval: f.raftSnapEvery, SnapshotThreshold: f.raftSnapThreshold, TrailingLogs: f.raftTrailing,
 		},
 	}, nil
+}
+
+// loopback reports whether HOST:PORT names a loopback host.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return host == "localhost" || (ip != nil && ip.IsLoopback())
 }
 
 // tokenFrom reads a token from file, or else from the environment variable env.

@@ -107,6 +107,10 @@ func TestServeFlagErrors(t *testing.T) {
 	dir := t.TempDir()
 	empty := filepath.Join(dir, "empty-token")
 	os.WriteFile(empty, nil, 0o600)
+	short := filepath.Join(dir, "short-secret")
+	os.WriteFile(short, []byte("too short\n"), 0o600)
+	t.Setenv(raftSecretEnv, "")
+	t.Setenv(joinTokenEnv, "")
 	base := []string{"serve", "--api-addr", deadAddr(t), "--raft-addr", deadAddr(t)}
 	cases := []struct {
 		name string
@@ -119,6 +123,12 @@ func TestServeFlagErrors(t *testing.T) {
 		{"new member without a way in", []string{"--id", "x", "--data-dir", filepath.Join(dir, "c")}, []string{"no raft state", "--bootstrap", "--join"}},
 		{"empty token file", []string{"--id", "x", "--data-dir", filepath.Join(dir, "d"), "--bootstrap", "--token-file", empty}, []string{"--token-file", "empty"}},
 		{"half TLS", []string{"--id", "x", "--data-dir", filepath.Join(dir, "e"), "--bootstrap", "--tls-cert", "c.pem"}, []string{"--tls-key"}},
+		{"join without raft security", []string{"--id", "x", "--data-dir", filepath.Join(dir, "f"), "--join", "127.0.0.1:1"},
+			[]string{"--join needs authenticated raft traffic", "--raft-secret-file", "--tls-ca"}},
+		{"wide raft address without raft security", []string{"--id", "x", "--data-dir", filepath.Join(dir, "g"), "--bootstrap", "--raft-addr", "0.0.0.0:0"},
+			[]string{"--raft-addr 0.0.0.0:0", "unauthenticated", "--raft-secret-file"}},
+		{"short raft secret", []string{"--id", "x", "--data-dir", filepath.Join(dir, "h"), "--join", "127.0.0.1:1", "--raft-secret-file", short},
+			[]string{"raft secret", "at least 16"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

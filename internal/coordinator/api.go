@@ -8,16 +8,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"slices"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/gpreduce/gpreduce/internal/auth"
 	"github.com/gpreduce/gpreduce/internal/model"
+	"github.com/gpreduce/gpreduce/internal/wire"
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
 
@@ -104,7 +108,7 @@ func (s *Server) toStatus(setTrailer func(metadata.MD), err error) error {
 		code = codes.NotFound
 	case errors.Is(err, ErrJobExists):
 		code = codes.AlreadyExists
-	case errors.Is(err, ErrInvalidTransition), errors.Is(err, ErrJobNotRunning), errors.Is(err, ErrNoModel):
+	case errors.Is(err, ErrInvalidTransition), errors.Is(err, ErrJobNotRunning), errors.Is(err, ErrNoModel), errors.Is(err, ErrInsecureRaft):
 		code = codes.FailedPrecondition
 	case errors.Is(err, ErrInvalidArgument):
 		code = codes.InvalidArgument
@@ -326,7 +330,8 @@ func (s *Server) GetModel(req *pb.GetModelRequest, stream grpc.ServerStreamingSe
 	return nil
 }
 
-// RegisterWorker adds a worker to the leader's pool.
+// RegisterWorker adds a worker to the leader's pool at the address it calls from (see
+// workerAddr) and sends it, in the wire.SessionKey header, the session its tasks carry.
 func (s *Server) RegisterWorker(ctx context.Context, req *pb.RegisterWorkerRequest) (*pb.RegisterWorkerResponse, error) {
 	if err := s.requireLeader(ctx); err != nil {
 		return nil, err
@@ -334,11 +339,58 @@ func (s *Server) RegisterWorker(ctx context.Context, req *pb.RegisterWorkerReque
 	if req.GetAddress() == "" {
 		return nil, status.Error(codes.InvalidArgument, "address: empty; give the worker's gRPC address, reachable from the coordinators")
 	}
-	id, err := s.pool.register(req.GetName(), req.GetAddress(), int(req.GetCores()))
+	addr, err := s.workerAddr(ctx, req.GetAddress())
+	if err != nil {
+		return nil, err
+	}
+	id, session, err := s.pool.register(req.GetName(), addr, int(req.GetCores()))
 	if err != nil {
 		return nil, s.unaryStatus(ctx, err)
 	}
+	if err := grpc.SetHeader(ctx, metadata.Pairs(wire.SessionKey, session)); err != nil {
+		return nil, status.Errorf(codes.Internal, "send the worker's session: %v", err)
+	}
 	return &pb.RegisterWorkerResponse{WorkerId: id, HeartbeatIntervalMs: s.pool.interval().Milliseconds()}, nil
+}
+
+// resolveTimeout bounds the lookup of a worker's advertised host name.
+const resolveTimeout = 2 * time.Second
+
+// workerAddr is the address a worker registering with advertised address adv is dialled at:
+// adv itself if its host is the IP the call comes from (or a name resolving to it), else that
+// IP with adv's port. So a caller holding the join token can register only itself, never
+// another host.
+func (s *Server) workerAddr(ctx context.Context, adv string) (string, error) {
+	host, port, err := net.SplitHostPort(adv)
+	if err != nil {
+		return "", status.Errorf(codes.InvalidArgument, "address %q: %v; give HOST:PORT", adv, err)
+	}
+	p, ok := peer.FromContext(ctx)
+	var from net.IP
+	if ok {
+		if a, isTCP := p.Addr.(*net.TCPAddr); isTCP {
+			from = a.IP
+		}
+	}
+	if from == nil {
+		return "", status.Error(codes.InvalidArgument, "cannot tell the address this worker calls from; workers must call over TCP")
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		if ip.Equal(from) {
+			return adv, nil
+		}
+	} else {
+		rctx, cancel := context.WithTimeout(ctx, resolveTimeout)
+		ips, err := net.DefaultResolver.LookupIPAddr(rctx, host)
+		cancel()
+		if err == nil && slices.ContainsFunc(ips, func(a net.IPAddr) bool { return a.IP.Equal(from) }) {
+			return adv, nil
+		}
+	}
+	at := net.JoinHostPort(from.String(), port)
+	s.log.Warn().Str("advertised", adv).Str("registered", at).
+		Msg("worker advertised an address other than the one it calls from; registered at its own address")
+	return at, nil
 }
 
 // Heartbeat keeps a worker in the pool.
@@ -352,7 +404,8 @@ func (s *Server) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.H
 	return &pb.HeartbeatResponse{}, nil
 }
 
-// JoinCluster adds a coordinator as a voter and records its API address.
+// JoinCluster adds a coordinator as a voter and records its API address. With a raft secret
+// configured, the caller must prove it (see checkMemberProof).
 func (s *Server) JoinCluster(ctx context.Context, req *pb.JoinClusterRequest) (*pb.JoinClusterResponse, error) {
 	if err := s.requireLeader(ctx); err != nil {
 		return nil, err
@@ -360,6 +413,9 @@ func (s *Server) JoinCluster(ctx context.Context, req *pb.JoinClusterRequest) (*
 	id, raftAddr, apiAddr := req.GetId(), req.GetRaftAddress(), req.GetApiAddress()
 	if id == "" || raftAddr == "" || apiAddr == "" {
 		return nil, status.Error(codes.InvalidArgument, "id, raft_address and api_address are all required")
+	}
+	if err := s.checkMemberProof(ctx, "JoinCluster", id, raftAddr, apiAddr); err != nil {
+		return nil, err
 	}
 	if err := s.node.AddVoter(ctx, id, raftAddr); err != nil {
 		return nil, s.unaryStatus(ctx, err)
@@ -371,7 +427,8 @@ func (s *Server) JoinCluster(ctx context.Context, req *pb.JoinClusterRequest) (*
 	return &pb.JoinClusterResponse{}, nil
 }
 
-// RemoveMember removes a coordinator from the raft configuration.
+// RemoveMember removes a coordinator from the raft configuration. With a raft secret
+// configured, the caller must prove it (see checkMemberProof).
 func (s *Server) RemoveMember(ctx context.Context, req *pb.RemoveMemberRequest) (*pb.RemoveMemberResponse, error) {
 	if err := s.requireLeader(ctx); err != nil {
 		return nil, err
@@ -379,6 +436,9 @@ func (s *Server) RemoveMember(ctx context.Context, req *pb.RemoveMemberRequest) 
 	id := req.GetId()
 	if id == "" {
 		return nil, status.Error(codes.InvalidArgument, "id: empty; give the server ID of the member to remove")
+	}
+	if err := s.checkMemberProof(ctx, "RemoveMember", id, "", ""); err != nil {
+		return nil, err
 	}
 	if id == s.node.ID() {
 		// The leader steps down once its removal commits, so forget its address first.

@@ -63,8 +63,12 @@ func testConfig(t testing.TB, id string, log zerolog.Logger) Config {
 		LeaderLeaseTimeout: 200 * time.Millisecond,
 		CommitTimeout:      5 * time.Millisecond,
 		TransportTimeout:   2 * time.Second,
+		Security:           RaftSecurity{Secret: []byte(testRaftSecret)},
 	}
 }
+
+// testRaftSecret is the raft secret of the test clusters.
+const testRaftSecret = "raft secret of the coordinator tests"
 
 func testContext(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)

@@ -25,6 +25,7 @@ type metrics struct {
 	tasks       *prometheus.CounterVec
 	taskSeconds prometheus.Histogram
 	checkpoints *prometheus.CounterVec
+	stragglers  *prometheus.CounterVec
 }
 
 func newMetrics(node *Node, pool *registry) *metrics {
@@ -40,9 +41,12 @@ func newMetrics(node *Node, pool *registry) *metrics {
 		checkpoints: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gpreduce_checkpoints_total",
 			Help: "Checkpoints offered by training runs, by outcome (saved, throttled, too_large)."}, []string{"outcome"}),
+		stragglers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gpreduce_straggler_backups_total",
+			Help: "Backup copies started for tasks running past their round's straggler deadline, by the slow worker's ID."}, []string{"slow_worker"}),
 	}
 	m.reg.MustRegister(
-		m.rounds, m.tasks, m.taskSeconds, m.checkpoints,
+		m.rounds, m.tasks, m.taskSeconds, m.checkpoints, m.stragglers,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "gpreduce_live_workers", Help: "Workers in the pool (non-zero only on the leader)."},
 			func() float64 { return float64(len(pool.Live())) }),

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -109,8 +110,15 @@ type Config struct {
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
 	CommitTimeout      time.Duration
-	// TransportTimeout is the raft transport's I/O deadline (default 10 s).
+	// TransportTimeout is the raft transport's I/O deadline (default 10 s); it also bounds
+	// each connection's authentication handshake.
 	TransportTimeout time.Duration
+
+	// Security authenticates (and encrypts) the raft traffic; see RaftSecurity. Without it
+	// the node must be a single member on a loopback address: Open refuses a non-loopback
+	// RaftAddr or AdvertiseAddr and a restart whose configuration has other members, and
+	// AddVoter refuses new members (ErrInsecureRaft).
+	Security RaftSecurity
 }
 
 // raftConfig validates c, fills in defaults and returns the raft configuration.
@@ -232,15 +240,27 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 			return nil, fmt.Errorf("open node %s: resolve advertise address: %w", cfg.ID, err)
 		}
 	}
-	trans, err := raft.NewTCPTransportWithLogger(cfg.RaftAddr, advertise, 3, cfg.TransportTimeout, hl.Named("transport"))
+	if !cfg.Security.enabled() && (!isLoopbackAddr(cfg.RaftAddr) || (cfg.AdvertiseAddr != "" && !isLoopbackAddr(cfg.AdvertiseAddr))) {
+		return nil, fmt.Errorf("open node %s: raft address %s is not loopback: %w", cfg.ID, cmp.Or(cfg.AdvertiseAddr, cfg.RaftAddr), ErrInsecureRaft)
+	}
+	stream, err := newRaftStream(cfg.RaftAddr, advertise, cfg.ID, cfg.Security, cfg.TransportTimeout,
+		logger.With().Str("component", "raft-stream").Logger())
 	if err != nil {
 		return nil, fmt.Errorf("open node %s: raft transport on %s: %w", cfg.ID, cfg.RaftAddr, err)
 	}
+	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: stream, MaxPool: 3, Timeout: cfg.TransportTimeout, Logger: hl.Named("transport"),
+	})
 	cleanup = append(cleanup, trans.Close)
 
 	existing, err := raft.HasExistingState(store, store, snaps)
 	if err != nil {
 		return nil, fmt.Errorf("open node %s: inspect raft state: %w", cfg.ID, err)
+	}
+	if existing && !cfg.Security.enabled() {
+		if err := singleMember(store, snaps, cfg.ID); err != nil {
+			return nil, fmt.Errorf("open node %s: %w", cfg.ID, err)
+		}
 	}
 
 	f := newFSM(logger.With().Str("component", "fsm").Logger())
@@ -276,6 +296,55 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	go n.watchLeadership()
 	logger.Info().Str("addr", string(trans.LocalAddr())).Bool("existing_state", existing).Msg("raft node open")
 	return n, nil
+}
+
+// singleMember fails with ErrInsecureRaft when the stored raft configuration of a restarted
+// node names members other than id.
+func singleMember(logs raft.LogStore, snaps raft.SnapshotStore, id string) error {
+	servers, err := storedServers(logs, snaps)
+	if err != nil {
+		return fmt.Errorf("read the stored raft configuration: %w", err)
+	}
+	for _, s := range servers {
+		if string(s.ID) != id {
+			return fmt.Errorf("the stored raft configuration has other members (%s at %s): %w", s.ID, s.Address, ErrInsecureRaft)
+		}
+	}
+	return nil
+}
+
+// storedServers returns the latest raft configuration: the last configuration entry of the
+// log after the latest snapshot, or else the snapshot's.
+func storedServers(logs raft.LogStore, snaps raft.SnapshotStore) ([]raft.Server, error) {
+	metas, err := snaps.List()
+	if err != nil {
+		return nil, err
+	}
+	from := uint64(1)
+	if len(metas) > 0 {
+		from = metas[0].Index + 1
+	}
+	first, err := logs.FirstIndex()
+	if err != nil {
+		return nil, err
+	}
+	last, err := logs.LastIndex()
+	if err != nil {
+		return nil, err
+	}
+	for i := last; i >= max(from, first) && i > 0; i-- {
+		var l raft.Log
+		if err := logs.GetLog(i, &l); err != nil {
+			return nil, err
+		}
+		if l.Type == raft.LogConfiguration {
+			return raft.DecodeConfiguration(l.Data).Servers, nil
+		}
+	}
+	if len(metas) > 0 {
+		return metas[0].Configuration.Servers, nil
+	}
+	return nil, nil
 }
 
 // ID returns the node's raft server ID.
@@ -401,6 +470,9 @@ func (n *Node) Servers(ctx context.Context) ([]Member, error) {
 // AddVoter adds (or re-addresses) a voting member. It must be called on the leader and
 // returns when the new configuration is committed.
 func (n *Node) AddVoter(ctx context.Context, id, addr string) error {
+	if !n.cfg.Security.enabled() {
+		return fmt.Errorf("add voter %s at %s: %w", id, addr, ErrInsecureRaft)
+	}
 	if err := n.checkLeader(); err != nil {
 		return fmt.Errorf("add voter %s at %s: %w", id, addr, err)
 	}

@@ -3,6 +3,8 @@ package coordinator
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -25,6 +27,7 @@ const DefaultHeartbeatTimeout = 3 * time.Second
 // workerEntry is a registered worker.
 type workerEntry struct {
 	id, addr string
+	session  string // the registration's secret, sent with every task (wire.SessionKey)
 	cores    int
 	lastSeen time.Time
 }
@@ -54,17 +57,22 @@ func newRegistry(timeout time.Duration, log zerolog.Logger) *registry {
 // interval is the heartbeat interval the registry asks of workers.
 func (r *registry) interval() time.Duration { return r.timeout / 3 }
 
-// register adds a worker serving at addr and returns its ID: name if it is given and free
+// register adds a worker serving at addr and returns its ID, name if it is given and free
 // (or held by a worker at the same address, which is taken to be this worker restarted),
-// else the first free "w-<n>".
-func (r *registry) register(name, addr string, cores int) (string, error) {
+// else the first free "w-<n>", and a new random session for the worker's tasks.
+func (r *registry) register(name, addr string, cores int) (id, session string, err error) {
 	if addr == "" {
-		return "", fmt.Errorf("register worker: empty address: %w", ErrInvalidArgument)
+		return "", "", fmt.Errorf("register worker: empty address: %w", ErrInvalidArgument)
 	}
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", "", fmt.Errorf("register worker: session: %w", err)
+	}
+	session = hex.EncodeToString(b)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.now()
-	id := name
+	id = name
 	if old, taken := r.workers[name]; name == "" || (taken && old.addr != addr && r.alive(old, now)) {
 		for n := 1; ; n++ {
 			id = "w-" + strconv.Itoa(n)
@@ -73,9 +81,9 @@ func (r *registry) register(name, addr string, cores int) (string, error) {
 			}
 		}
 	}
-	r.workers[id] = &workerEntry{id: id, addr: addr, cores: cores, lastSeen: now}
+	r.workers[id] = &workerEntry{id: id, addr: addr, session: session, cores: cores, lastSeen: now}
 	r.log.Info().Str("worker", id).Str("addr", addr).Int("cores", cores).Msg("worker registered")
-	return id, nil
+	return id, session, nil
 }
 
 // heartbeat refreshes worker id; it fails with ErrWorkerNotFound if id is not registered (or
@@ -103,7 +111,7 @@ func (r *registry) Live() []remote.Worker {
 	out := make([]remote.Worker, 0, len(r.workers))
 	for _, w := range r.workers {
 		if r.alive(w, now) {
-			out = append(out, remote.Worker{ID: w.id, Addr: w.addr})
+			out = append(out, remote.Worker{ID: w.id, Addr: w.addr, Session: remote.Session(w.session)})
 		}
 	}
 	slices.SortFunc(out, func(a, b remote.Worker) int { return cmp.Compare(a.ID, b.ID) })

@@ -50,16 +50,25 @@ func TestRegistry(t *testing.T) {
 		{"b", "h1:1", "b"},   // the same worker again (restarted)
 		{"", "h4:1", "w-3"},
 	}
+	sessions := map[string]remote.Session{} // the latest session of each ID
+	seen := map[string]bool{}
 	for _, s := range steps {
-		id, err := r.register(s.name, s.addr, 2)
+		id, session, err := r.register(s.name, s.addr, 2)
 		if err != nil || id != s.want {
 			t.Fatalf("register(%q, %s) = %q, %v; want %q", s.name, s.addr, id, err, s.want)
 		}
+		if len(session) < 32 || seen[session] {
+			t.Fatalf("register(%q, %s): session %q is short or was handed out before", s.name, s.addr, session)
+		}
+		seen[session], sessions[id] = true, remote.Session(session)
 	}
-	if _, err := r.register("x", "", 1); !errors.Is(err, ErrInvalidArgument) {
+	if _, _, err := r.register("x", "", 1); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("empty address: %v", err)
 	}
 	want := []remote.Worker{{ID: "b", Addr: "h1:1"}, {ID: "w-1", Addr: "h2:1"}, {ID: "w-2", Addr: "h3:1"}, {ID: "w-3", Addr: "h4:1"}}
+	for i := range want {
+		want[i].Session = sessions[want[i].ID]
+	}
 	if got := r.Live(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("Live() = %v, want %v", got, want)
 	}
@@ -74,7 +83,7 @@ func TestRegistry(t *testing.T) {
 			}
 		}
 	}
-	if got := r.Live(); !reflect.DeepEqual(got, []remote.Worker{{ID: "b", Addr: "h1:1"}, {ID: "w-2", Addr: "h3:1"}}) {
+	if got := r.Live(); !reflect.DeepEqual(got, []remote.Worker{want[0], want[2]}) {
 		t.Fatalf("Live() after the deadline = %v", got)
 	}
 	if err := r.heartbeat("w-1"); !errors.Is(err, ErrWorkerNotFound) {
@@ -88,7 +97,7 @@ func TestRegistry(t *testing.T) {
 		t.Fatalf("heartbeat of an unknown worker: %v", err)
 	}
 	// The expired name is free again.
-	if id, _ := r.register("", "h5:1", 1); id != "w-1" {
+	if id, _, _ := r.register("", "h5:1", 1); id != "w-1" {
 		t.Fatalf("id %q, want w-1 again", id)
 	}
 	if l := r.list(); len(l) != 3 || l[0].id != "b" || l[0].cores != 2 || !l[0].lastSeen.Equal(clock.Now()) {

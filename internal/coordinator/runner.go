@@ -42,6 +42,10 @@ type runner struct {
 	log         zerolog.Logger
 	ckInterval  time.Duration
 	taskTimeout time.Duration
+	// stragglerFactor and stragglerFloor set the straggler deadline of the remote engines
+	// (remote.Config); zero values select its defaults.
+	stragglerFactor float64
+	stragglerFloor  time.Duration
 
 	mu   sync.Mutex
 	term *term // nil while not leading
@@ -293,6 +297,7 @@ func (r *runner) execute(ctx context.Context, log zerolog.Logger, j Job) error {
 	eng, err := remote.New(remote.Config{
 		JobID: j.ID, Source: plan.Source, Shards: refs, Pool: r.pool, Dial: r.dial,
 		ShardTimeout: plan.ShardTimeout, TaskTimeout: r.taskTimeout, Logger: log, Observe: r.metrics.observeTask,
+		StragglerFactor: r.stragglerFactor, StragglerFloor: r.stragglerFloor, OnStraggler: r.onStraggler,
 	})
 	if err != nil {
 		return err
@@ -365,6 +370,24 @@ func (r *runner) observer(id string, log zerolog.Logger) train.Observer {
 			MaxIter: int32(ev.MaxIter), Objective: ev.Objective, Message: ev.Message, UnixNano: time.Now().UnixNano(),
 		})
 	}
+}
+
+// onStraggler names the slow worker of a straggling task in the job's events and metrics.
+func (r *runner) onStraggler(ev remote.Straggler) {
+	var msg string
+	if ev.Winner.ID == "" {
+		r.metrics.stragglers.WithLabelValues(ev.Slow.ID).Inc()
+		msg = fmt.Sprintf("round %d shard %d: worker %s (%s) is slow: running %s, past the straggler deadline %s (median task %s); running a backup on worker %s",
+			ev.Round, ev.Shard, ev.Slow.ID, ev.Slow.Addr, ev.Running.Round(time.Millisecond), ev.Deadline.Round(time.Millisecond),
+			ev.Median.Round(time.Millisecond), ev.Backup.ID)
+	} else if ev.Winner.ID == ev.Backup.ID {
+		msg = fmt.Sprintf("round %d shard %d: the backup on worker %s finished first; worker %s (%s) was slow",
+			ev.Round, ev.Shard, ev.Winner.ID, ev.Slow.ID, ev.Slow.Addr)
+	} else {
+		msg = fmt.Sprintf("round %d shard %d: slow worker %s finished first after all", ev.Round, ev.Shard, ev.Slow.ID)
+	}
+	r.events.publish(&pb.JobEvent{JobId: ev.JobID, State: pb.JobState_JOB_STATE_RUNNING, Phase: "straggler", Message: msg,
+		UnixNano: time.Now().UnixNano()})
 }
 
 func (r *runner) publishState(id string, st pb.JobState, msg string) {

@@ -60,8 +60,13 @@ type ServerConfig struct {
 	// token of workers, also sent to the workers on every task. Empty tokens require nothing.
 	Token, JoinToken string
 	// ServerTLS, if set, serves the API over TLS; ClientTLS, if set, is used to call
-	// workers and the other members.
+	// workers and the other members. When ServerTLS requires verified client certificates
+	// (mutual TLS), the raft traffic uses both too (see RaftSecurity).
 	ServerTLS, ClientTLS *tls.Config
+	// RaftSecret authenticates and encrypts the raft traffic (see RaftSecurity). A cluster of
+	// more than one member needs it or mutual TLS; without either the member must be alone on
+	// a loopback raft address, and OpenServer refuses Join.
+	RaftSecret []byte
 	// MetricsAddr, if set, is where Run serves Prometheus metrics at /metrics.
 	MetricsAddr string
 	// HeartbeatTimeout is how long a worker stays in the pool after its last heartbeat
@@ -72,6 +77,11 @@ type ServerConfig struct {
 	CheckpointInterval time.Duration
 	// TaskTimeout bounds one task attempt on a worker (default remote.DefaultTaskTimeout).
 	TaskTimeout time.Duration
+	// StragglerFactor and StragglerFloor set when a task counts as a straggler and is run
+	// again on another worker (see remote.Config; defaults remote.DefaultStragglerFactor and
+	// remote.DefaultStragglerFloor; a negative factor turns backups off).
+	StragglerFactor float64
+	StragglerFloor  time.Duration
 	// Logger receives the server's, the runner's and raft's logs.
 	Logger zerolog.Logger
 	// Raft tunes the raft node (timeouts, snapshots, size limits); see Config.
@@ -95,9 +105,13 @@ type RaftTuning struct {
 
 func (c *ServerConfig) nodeConfig() Config {
 	r := c.Raft
+	sec := RaftSecurity{Secret: c.RaftSecret}
+	if m := (RaftSecurity{ServerTLS: c.ServerTLS, ClientTLS: c.ClientTLS}); m.mutualTLS() {
+		sec.ServerTLS, sec.ClientTLS = m.ServerTLS, m.ClientTLS
+	}
 	return Config{
 		ID: c.ID, RaftAddr: c.RaftAddr, AdvertiseAddr: c.RaftAdvertiseAddr, DataDir: c.DataDir,
-		Bootstrap: c.Bootstrap, Logger: c.Logger,
+		Bootstrap: c.Bootstrap, Logger: c.Logger, Security: sec,
 		ApplyTimeout: r.ApplyTimeout, MaxCheckpointBytes: r.MaxCheckpointBytes, ModelChunkBytes: r.ModelChunkBytes,
 		SnapshotThreshold: r.SnapshotThreshold, SnapshotInterval: r.SnapshotInterval, TrailingLogs: r.TrailingLogs,
 		HeartbeatTimeout: r.HeartbeatTimeout, ElectionTimeout: r.ElectionTimeout,
@@ -147,11 +161,15 @@ func OpenServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 		return nil, fmt.Errorf("open server: APIAddr is required: %w", ErrInvalidArgument)
 	}
 	log := cfg.Logger.With().Str("node", cfg.ID).Logger()
+	nodeCfg := cfg.nodeConfig()
+	if len(cfg.Join) > 0 && !cfg.Bootstrap && !nodeCfg.Security.enabled() {
+		return nil, fmt.Errorf("open server %s: cannot join a cluster: %w", cfg.ID, ErrInsecureRaft)
+	}
 	lis, err := net.Listen("tcp", cfg.APIAddr)
 	if err != nil {
 		return nil, fmt.Errorf("open server %s: API listener: %w", cfg.ID, err)
 	}
-	node, err := Open(ctx, cfg.nodeConfig())
+	node, err := Open(ctx, nodeCfg)
 	if err != nil {
 		_ = lis.Close()
 		return nil, fmt.Errorf("open server: %w", err)
@@ -176,6 +194,7 @@ func OpenServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 	s.runner = &runner{
 		node: node, pool: s.pool, events: s.events, dial: s.workers.worker, metrics: s.metrics,
 		log: log.With().Str("component", "runner").Logger(), ckInterval: ckInterval, taskTimeout: cfg.TaskTimeout,
+		stragglerFactor: cfg.StragglerFactor, stragglerFloor: cfg.StragglerFloor,
 	}
 	s.warnSecurity()
 
@@ -439,6 +458,7 @@ func (s *Server) joinVia(ctx context.Context, addr string) error {
 		}
 		var trailer metadata.MD
 		cctx, cancel := context.WithTimeout(ctx, peerCallTimeout)
+		cctx = withMemberProof(cctx, s.cfg.RaftSecret, "JoinCluster", req.Id, req.RaftAddress, req.ApiAddress)
 		_, err = c.JoinCluster(cctx, req, grpc.Trailer(&trailer))
 		cancel()
 		if err == nil {

@@ -36,6 +36,7 @@ func testServerConfig(t testing.TB, id string, log zerolog.Logger) ServerConfig 
 		DataDir:          filepath.Join(t.TempDir(), id),
 		Logger:           log,
 		HeartbeatTimeout: time.Second,
+		RaftSecret:       []byte(testRaftSecret),
 		Raft: RaftTuning{
 			ApplyTimeout:       5 * time.Second,
 			HeartbeatTimeout:   250 * time.Millisecond,
@@ -165,26 +166,32 @@ func startWorkers(t testing.TB, n int, join []string, joinToken string) {
 	t.Helper()
 	log := testLogger(t)
 	for i := range n {
-		w, err := worker.New(worker.Config{
+		runWorker(t, worker.Config{
 			Join: join, Listen: "127.0.0.1:0", JoinToken: joinToken, Cores: 2,
 			Name: fmt.Sprintf("worker-%d", i), Logger: log, CacheBytes: 64 << 20,
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			if err := w.Run(ctx); err != nil {
-				t.Errorf("worker %d: %v", i, err)
-			}
-		}()
-		t.Cleanup(func() {
-			cancel()
-			<-done
-		})
 	}
+}
+
+// runWorker runs a real worker with cfg until the test ends.
+func runWorker(t testing.TB, cfg worker.Config) {
+	t.Helper()
+	w, err := worker.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := w.Run(ctx); err != nil {
+			t.Errorf("worker %s: %v", cfg.Name, err)
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
 }
 
 // waitWorkers waits until the leader s has n live workers.

@@ -352,7 +352,8 @@ func TestClusterRedirect(t *testing.T) {
 	if _, err := dial(t, gone.APIAddr(), "").RemoveMember(ctx, &pb.RemoveMemberRequest{Id: gone.node.ID()}); status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("RemoveMember on a follower: %v", err)
 	}
-	if _, err := lc.RemoveMember(ctx, &pb.RemoveMemberRequest{Id: gone.node.ID()}); err != nil {
+	proved := withMemberProof(ctx, []byte(testRaftSecret), "RemoveMember", gone.node.ID(), "", "")
+	if _, err := lc.RemoveMember(proved, &pb.RemoveMemberRequest{Id: gone.node.ID()}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(memberSyncInterval + 200*time.Millisecond)

@@ -56,7 +56,7 @@ func TestRunTaskUCI(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantRefs, wantTabs := shard.PartitionCount(train, 5)
-	w := startWorker(t, Config{Cores: 2})
+	w := startWorker(t, Config{Cores: 2, UnregisteredTasks: true})
 	c := workerClient(t, w.Addr(), "")
 	task, _ := wire.EncodeTask(shard.MomentsTask{})
 	for i, r := range refs {
@@ -78,7 +78,7 @@ func TestRunTaskUCI(t *testing.T) {
 // TestServerSideCancel calls the service in-process with a canceled context.
 func TestServerSideCancel(t *testing.T) {
 	path := writeData(t, t.TempDir(), 50)
-	w, err := New(Config{Join: []string{"127.0.0.1:1"}, Listen: "127.0.0.1:0", Cores: 1})
+	w, err := New(Config{Join: []string{"127.0.0.1:1"}, Listen: "127.0.0.1:0", Cores: 1, UnregisteredTasks: true})
 	if err != nil {
 		t.Fatal(err)
 	}

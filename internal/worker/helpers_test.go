@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/gpreduce/gpreduce/internal/auth"
+	"github.com/gpreduce/gpreduce/internal/wire"
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
 
@@ -59,9 +60,32 @@ type fakeCoordinator struct {
 	known      map[string]bool
 	forget     int    // answer this many heartbeats NOT_FOUND (forgetting the worker)
 	demoteTo   string // non-empty: answer heartbeats FAILED_PRECONDITION naming this leader
+	stalled    bool   // black-holed: every call hangs until its deadline
+}
+
+// stall makes the coordinator hang every call until the caller gives up, like a
+// SIGSTOPped process whose kernel still accepts connections.
+func (f *fakeCoordinator) stall() {
+	f.mu.Lock()
+	f.stalled = true
+	f.mu.Unlock()
+}
+
+// hang blocks until ctx ends if the coordinator is stalled, and reports whether it did.
+func (f *fakeCoordinator) hang(ctx context.Context) bool {
+	f.mu.Lock()
+	stalled := f.stalled
+	f.mu.Unlock()
+	if stalled {
+		<-ctx.Done()
+	}
+	return stalled
 }
 
 func (f *fakeCoordinator) RegisterWorker(ctx context.Context, req *pb.RegisterWorkerRequest) (*pb.RegisterWorkerResponse, error) {
+	if f.hang(ctx) {
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.leader != "" {
@@ -71,10 +95,17 @@ func (f *fakeCoordinator) RegisterWorker(ctx context.Context, req *pb.RegisterWo
 	f.regs = append(f.regs, registration{address: req.Address, name: req.Name, cores: req.Cores})
 	id := fmt.Sprintf("w%d", len(f.regs))
 	f.known[id] = true
+	grpc.SetHeader(ctx, metadata.Pairs(wire.SessionKey, fakeSession(len(f.regs))))
 	return &pb.RegisterWorkerResponse{WorkerId: id, HeartbeatIntervalMs: f.interval.Milliseconds()}, nil
 }
 
+// fakeSession is the session the fake coordinator hands out at its n-th registration.
+func fakeSession(n int) string { return fmt.Sprintf("session-%d", n) }
+
 func (f *fakeCoordinator) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.HeartbeatResponse, error) {
+	if f.hang(ctx) {
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.demoteTo != "" {

@@ -42,7 +42,7 @@ func statsBytes(t *testing.T, s reduce.Stats) []byte {
 func TestRunKernelTasks(t *testing.T) {
 	ctx := context.Background()
 	path := writeData(t, t.TempDir(), 400)
-	w := startWorker(t, Config{Cores: 2, JoinToken: "tok"})
+	w := startWorker(t, Config{Cores: 2, JoinToken: "tok", UnregisteredTasks: true})
 	c := workerClient(t, w.Addr(), "tok")
 	src := shard.Source{URI: path, Header: true, Target: "y"}
 	refs, err := shard.Plan(ctx, src, 3)
@@ -226,7 +226,7 @@ func TestRunKernelBlobs(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			w := startWorker(t, Config{Cores: 2, MetricsAddr: "127.0.0.1:0", BlobCacheBytes: tc.budget})
+			w := startWorker(t, Config{Cores: 2, MetricsAddr: "127.0.0.1:0", BlobCacheBytes: tc.budget, UnregisteredTasks: true})
 			c := workerClient(t, w.Addr(), "")
 			for _, s := range tc.steps {
 				if s.task == nil {

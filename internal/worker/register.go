@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/gpreduce/gpreduce/internal/auth"
+	"github.com/gpreduce/gpreduce/internal/wire"
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
 
@@ -22,23 +23,38 @@ import (
 // address.
 const LeaderTrailer = "gpreduce-leader"
 
-// Registration timing.
+// Registration timing. A worker must move to a new leader within a few seconds of losing
+// the old one, so every call has a short deadline and an unresponsive coordinator is tried
+// again only after the others.
 const (
-	backoffBase  = 100 * time.Millisecond
-	backoffCap   = 10 * time.Second
-	rpcTimeout   = 10 * time.Second
+	backoffBase = 100 * time.Millisecond
+	backoffCap  = 2 * time.Second
+	// registerTimeout bounds one RegisterWorker call.
+	registerTimeout = 2 * time.Second
+	// heartbeatTimeoutMin and heartbeatTimeoutMax clamp a heartbeat's deadline, which is
+	// otherwise the heartbeat interval.
+	heartbeatTimeoutMin = 250 * time.Millisecond
+	heartbeatTimeoutMax = 2 * time.Second
+	// heartbeatMisses is how many heartbeats in a row may time out before the worker looks
+	// for another leader.
+	heartbeatMisses = 2
+	// shunFor is how long a coordinator that failed is skipped (while another is left to
+	// try) and not followed to when a follower names it as the leader.
+	shunFor      = 2 * time.Second
 	maxRedirects = 3 // followed in a row without backing off
 )
 
 // registrar keeps the worker registered with the leader: it registers, heartbeats, and
 // on failure finds the leader again. It never gives up while its context lives.
 type registrar struct {
-	w     *Worker
-	log   zerolog.Logger
-	conns map[string]*grpc.ClientConn
-	rng   *rand.Rand
-	next  int // index in Join of the next address to try
-	fails int // consecutive failures, for the backoff
+	w      *Worker
+	log    zerolog.Logger
+	conns  map[string]*grpc.ClientConn
+	rng    *rand.Rand
+	now    func() time.Time
+	next   int                  // index in Join of the next address to try
+	fails  int                  // consecutive failures, for the backoff
+	failed map[string]time.Time // when each coordinator last failed to answer
 }
 
 func newRegistrar(w *Worker) *registrar {
@@ -46,8 +62,8 @@ func newRegistrar(w *Worker) *registrar {
 	h.Write([]byte(w.cfg.Name))
 	h.Write([]byte(w.AdvertiseAddr()))
 	seed := uint64(time.Now().UnixNano())
-	return &registrar{w: w, log: w.log, conns: map[string]*grpc.ClientConn{},
-		rng: rand.New(rand.NewPCG(seed, h.Sum64()))}
+	return &registrar{w: w, log: w.log, conns: map[string]*grpc.ClientConn{}, now: time.Now,
+		rng: rand.New(rand.NewPCG(seed, h.Sum64())), failed: map[string]time.Time{}}
 }
 
 // client returns a Coordinator client for addr, dialing it the first time.
@@ -114,27 +130,55 @@ func leaderFrom(err error, md metadata.MD) string {
 	return ""
 }
 
+// shunned reports whether addr failed within shunFor.
+func (r *registrar) shunned(addr string) bool {
+	t, ok := r.failed[addr]
+	return ok && r.now().Sub(t) < shunFor
+}
+
+// pick returns the next Join address to try: in turn, skipping the coordinators that failed
+// within shunFor unless all did (then the one that failed longest ago).
+func (r *registrar) pick() string {
+	join := r.w.cfg.Join
+	oldest := -1
+	for k := range join {
+		i := (r.next + k) % len(join)
+		if !r.shunned(join[i]) {
+			r.next = i + 1
+			return join[i]
+		}
+		if oldest < 0 || r.failed[join[i]].Before(r.failed[join[oldest]]) {
+			oldest = i
+		}
+	}
+	r.next = oldest + 1
+	return join[oldest]
+}
+
 // run registers and heartbeats until ctx is done.
 func (r *registrar) run(ctx context.Context) {
-	target := ""   // the address to register with next ("" : the next Join address)
+	target := ""   // the address to register with next ("" : pick a Join address)
 	redirects := 0 // redirects followed in a row
 	for ctx.Err() == nil {
 		if target == "" {
-			target = r.w.cfg.Join[r.next%len(r.w.cfg.Join)]
-			r.next++
+			target = r.pick()
 		}
-		id, interval, md, err := r.register(ctx, target)
+		id, session, interval, md, err := r.register(ctx, target)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
-			if leader := leaderFrom(err, md); leader != "" && leader != target && redirects < maxRedirects {
+			leader := leaderFrom(err, md)
+			if leader != "" && leader != target && redirects < maxRedirects && !r.shunned(leader) {
 				r.log.Debug().Str("follower", target).Str("leader", leader).Msg("following the leader")
 				target, redirects = leader, redirects+1
 				continue
 			}
+			if leader == "" {
+				r.failed[target] = r.now()
+			}
 			d := r.backoff()
-			r.log.Warn().Err(err).Str("coordinator", target).Dur("retry_in", d).Msg("cannot register")
+			r.log.Warn().Err(err).Str("coordinator", target).Str("named_leader", leader).Dur("retry_in", d).Msg("cannot register")
 			target, redirects = "", 0
 			if !wait(ctx, d) {
 				return
@@ -142,31 +186,40 @@ func (r *registrar) run(ctx context.Context) {
 			continue
 		}
 		redirects, r.fails = 0, 0
-		r.w.setID(id)
+		delete(r.failed, target)
+		r.w.setRegistration(id, session)
 		r.w.metrics.registered.Set(1)
 		r.log.Info().Str("worker_id", id).Str("leader", target).Str("address", r.w.AdvertiseAddr()).
 			Dur("heartbeat", interval).Msg("registered")
 		next := r.heartbeat(ctx, target, id, interval)
+		r.w.setRegistration("", "")
 		r.w.metrics.registered.Set(0)
 		target = next
 	}
 }
 
-// register calls RegisterWorker at addr and returns the ID and heartbeat interval, or the
-// error and the call's trailer.
-func (r *registrar) register(ctx context.Context, addr string) (string, time.Duration, metadata.MD, error) {
+// register calls RegisterWorker at addr and returns the ID, the session (from the answer's
+// header) and the heartbeat interval, or the error and the call's trailer.
+func (r *registrar) register(ctx context.Context, addr string) (string, string, time.Duration, metadata.MD, error) {
 	c, err := r.client(addr)
 	if err != nil {
-		return "", 0, nil, err
+		return "", "", 0, nil, err
 	}
-	cctx, cancel := context.WithTimeout(ctx, rpcTimeout)
+	cctx, cancel := context.WithTimeout(ctx, registerTimeout)
 	defer cancel()
-	var md metadata.MD
+	var header, trailer metadata.MD
 	resp, err := c.RegisterWorker(cctx, &pb.RegisterWorkerRequest{
 		Address: r.w.AdvertiseAddr(), Cores: int32(r.w.cfg.Cores), Name: r.w.cfg.Name,
-	}, grpc.Trailer(&md))
+	}, grpc.Header(&header), grpc.Trailer(&trailer))
 	if err != nil {
-		return "", 0, md, err
+		return "", "", 0, trailer, err
+	}
+	session := ""
+	if v := header.Get(wire.SessionKey); len(v) > 0 {
+		session = v[0]
+	}
+	if session == "" {
+		r.log.Warn().Str("coordinator", addr).Msg("the leader sent no task session: this worker will refuse its tasks (a coordinator of an older version?)")
 	}
 	interval := r.w.cfg.HeartbeatInterval
 	if interval <= 0 {
@@ -175,25 +228,31 @@ func (r *registrar) register(ctx context.Context, addr string) (string, time.Dur
 	if interval <= 0 {
 		interval = DefaultHeartbeatInterval
 	}
-	return resp.GetWorkerId(), interval, md, nil
+	return resp.GetWorkerId(), session, interval, trailer, nil
+}
+
+// heartbeatTimeout is the deadline of one heartbeat at interval.
+func heartbeatTimeout(interval time.Duration) time.Duration {
+	return min(max(interval, heartbeatTimeoutMin), heartbeatTimeoutMax)
 }
 
 // heartbeat sends heartbeats to addr every interval until one fails in a way that needs a
 // new registration, and returns the address to register with next: addr again when the
-// leader forgot the worker, the leader a follower names, or "" to try the next Join
-// address.
+// leader forgot the worker, the leader a follower names, or "" to try another Join address
+// (addr refused the connection, or heartbeatMisses heartbeats in a row timed out).
 func (r *registrar) heartbeat(ctx context.Context, addr, id string, interval time.Duration) string {
 	c, err := r.client(addr)
 	if err != nil {
 		return ""
 	}
+	timeout, misses := heartbeatTimeout(interval), 0
 	for wait(ctx, interval) {
-		cctx, cancel := context.WithTimeout(ctx, max(2*interval, rpcTimeout))
+		cctx, cancel := context.WithTimeout(ctx, timeout)
 		var md metadata.MD
 		_, err := c.Heartbeat(cctx, &pb.HeartbeatRequest{WorkerId: id}, grpc.Trailer(&md))
 		cancel()
 		if err == nil {
-			r.fails = 0
+			r.fails, misses = 0, 0
 			continue
 		}
 		if ctx.Err() != nil {
@@ -208,14 +267,19 @@ func (r *registrar) heartbeat(ctx context.Context, addr, id string, interval tim
 			r.log.Info().Str("coordinator", addr).Str("new_leader", leader).Msg("lost leader: it is no longer the leader")
 			return leader
 		case codes.Unavailable:
-			r.log.Info().Err(err).Str("coordinator", addr).Msg("lost leader: unreachable")
-			if !wait(ctx, r.backoff()) {
+			r.log.Info().Err(err).Str("coordinator", addr).Msg("lost leader: unreachable; asking the other coordinators")
+			r.failed[addr] = r.now()
+			return ""
+		case codes.DeadlineExceeded:
+			if misses++; misses >= heartbeatMisses {
+				r.log.Info().Str("coordinator", addr).Int("missed", misses).Dur("timeout", timeout).
+					Msg("lost leader: heartbeats time out; asking the other coordinators")
+				r.failed[addr] = r.now()
 				return ""
 			}
-			return ""
 		default:
-			// Unauthenticated, DeadlineExceeded and the like: keep trying with backoff
-			// before looking for another leader.
+			// Unauthenticated and the like: keep trying with backoff before looking for
+			// another leader.
 			d := r.backoff()
 			r.log.Warn().Err(err).Str("coordinator", addr).Dur("retry_in", d).Msg("heartbeat failed")
 			if r.fails > 3 {

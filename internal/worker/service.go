@@ -45,6 +45,9 @@ const (
 // A shard that cannot be read (missing or changed source, bad data) is FAILED_PRECONDITION
 // with the error naming the source and line.
 func (w *Worker) LoadShard(ctx context.Context, req *pb.LoadShardRequest) (*pb.LoadShardResponse, error) {
+	if err := w.checkSession(ctx, "LoadShard"); err != nil {
+		return nil, err
+	}
 	if err := checkData(req.GetSource(), req.GetShard()); err != nil {
 		return nil, err
 	}
@@ -63,6 +66,9 @@ func (w *Worker) LoadShard(ctx context.Context, req *pb.LoadShardRequest) (*pb.L
 // RunTask runs one map step on one shard, loading the shard first if it is not cached,
 // and returns the statistic. At most Cores tasks and loads run at once; the others wait.
 //
+// The call must carry the session of the worker's latest registration (wire.SessionKey),
+// else it is ABORTED (see checkSession).
+//
 // A task is keyed by (job, round, shard) and deterministic, so a duplicate or retried
 // task is simply computed again: the worker keeps no results, and the caller accepts one.
 // Errors: INVALID_ARGUMENT for a malformed request or a task that does not fit the shard,
@@ -78,6 +84,9 @@ func (w *Worker) RunTask(ctx context.Context, req *pb.RunTaskRequest) (resp *pb.
 		w.metrics.tasks.WithLabelValues(kind, outcomeOf(err)).Inc()
 		w.metrics.taskSeconds.WithLabelValues(kind).Observe(time.Since(start).Seconds())
 	}()
+	if err := w.checkSession(ctx, "RunTask"); err != nil {
+		return nil, err
+	}
 	if err := checkData(req.GetSource(), req.GetShard()); err != nil {
 		return nil, err
 	}

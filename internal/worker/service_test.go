@@ -94,7 +94,7 @@ func ints(m *pb.Stats) []int64 {
 func TestRunTaskMatchesLocal(t *testing.T) {
 	ctx := context.Background()
 	path := writeData(t, t.TempDir(), 3000)
-	w := startWorker(t, Config{Cores: 2, JoinToken: "tok"})
+	w := startWorker(t, Config{Cores: 2, JoinToken: "tok", UnregisteredTasks: true})
 	c := workerClient(t, w.Addr(), "tok")
 	src := shard.Source{URI: path, Header: true, Target: "y"}
 	refs, err := shard.Plan(ctx, src, 4)
@@ -180,7 +180,7 @@ func TestRunTaskErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	missing := filepath.Join(dir, "missing.csv")
-	w := startWorker(t, Config{Cores: 1, JoinToken: "tok"})
+	w := startWorker(t, Config{Cores: 1, JoinToken: "tok", UnregisteredTasks: true})
 	c := workerClient(t, w.Addr(), "tok")
 	moments, _ := wire.EncodeTask(shard.MomentsTask{})
 	gl2, err := features.NewGL(kernel.RBF, []float64{5, 5}, []int{4, 4})
@@ -241,7 +241,7 @@ func TestRunTaskErrors(t *testing.T) {
 
 func TestWorkerServiceNeedsJoinToken(t *testing.T) {
 	logs := &syncBuffer{}
-	w := startWorker(t, Config{JoinToken: "right", Logger: testLogger(logs)})
+	w := startWorker(t, Config{JoinToken: "right", Logger: testLogger(logs), UnregisteredTasks: true})
 	for _, tc := range []struct {
 		token string
 		code  codes.Code
@@ -276,7 +276,7 @@ func TestWorkerServiceNeedsJoinToken(t *testing.T) {
 func TestConcurrencyBoundedByCores(t *testing.T) {
 	ctx := context.Background()
 	path := writeData(t, t.TempDir(), 20000)
-	w := startWorker(t, Config{Cores: 2})
+	w := startWorker(t, Config{Cores: 2, UnregisteredTasks: true})
 	c := workerClient(t, w.Addr(), "")
 	src := &pb.DataSource{Uri: path, Header: true}
 	gl, err := features.NewGL(kernel.RBF, []float64{5}, []int{64})
@@ -324,7 +324,7 @@ func TestConcurrencyBoundedByCores(t *testing.T) {
 func TestMetricsEndpoint(t *testing.T) {
 	ctx := context.Background()
 	path := writeData(t, t.TempDir(), 100)
-	w := startWorker(t, Config{MetricsAddr: "127.0.0.1:0", JoinToken: "tok"})
+	w := startWorker(t, Config{MetricsAddr: "127.0.0.1:0", JoinToken: "tok", UnregisteredTasks: true})
 	c := workerClient(t, w.Addr(), "tok")
 	moments, _ := wire.EncodeTask(shard.MomentsTask{})
 	src := &pb.DataSource{Uri: path, Header: true}

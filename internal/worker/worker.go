@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"crypto/subtle"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -16,7 +17,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
 
 	"github.com/gpreduce/gpreduce/internal/auth"
 	"github.com/gpreduce/gpreduce/internal/wire"
@@ -77,6 +82,14 @@ type Config struct {
 	// MetricsAddr, if set, is the host:port of an HTTP server with Prometheus metrics at
 	// /metrics.
 	MetricsAddr string
+	// UnregisteredTasks makes the Worker service run tasks that carry no session of a
+	// registration (wire.SessionKey): for tests and benchmarks that drive a worker without a
+	// coordinator. Never set it on a worker that a network can reach: by default a worker
+	// runs tasks only from the coordinator its latest registration went to.
+	UnregisteredTasks bool
+	// Interceptor, if set, wraps every unary call of the Worker service after the token
+	// check: a hook for tests that delay or fail tasks.
+	Interceptor grpc.UnaryServerInterceptor
 }
 
 // Worker is a worker process: it serves the Worker gRPC service and keeps itself
@@ -103,6 +116,7 @@ type Worker struct {
 	advertise string
 	metricsAt string
 	id        string
+	session   string // of the latest registration; "" while not registered
 }
 
 // New checks cfg, fills in its defaults and returns a worker ready to Run.
@@ -200,10 +214,48 @@ func (w *Worker) ID() string {
 	return w.id
 }
 
-func (w *Worker) setID(id string) {
+// setRegistration records the ID and session of a registration ("" for both: the worker
+// lost its leader and takes no task until it registers again).
+func (w *Worker) setRegistration(id, session string) {
 	w.mu.Lock()
-	w.id = id
+	if id != "" {
+		w.id = id
+	}
+	w.session = session
 	w.mu.Unlock()
+}
+
+// checkSession accepts a task call only if it carries the session of the worker's latest
+// registration. It answers ABORTED otherwise, which the remote engine treats as a failure of
+// this worker for the call (the shard runs elsewhere) and not as a failure of the job: a
+// leader's task racing the worker's registration with a new leader is refused this way.
+func (w *Worker) checkSession(ctx context.Context, method string) error {
+	if w.cfg.UnregisteredTasks {
+		return nil
+	}
+	w.mu.Lock()
+	want := w.session
+	w.mu.Unlock()
+	var got string
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		if v := md.Get(wire.SessionKey); len(v) > 0 {
+			got = v[0]
+		}
+	}
+	caller := "unknown"
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		caller = p.Addr.String()
+	}
+	switch {
+	case want == "":
+		w.log.Warn().Str("method", method).Str("peer", caller).Msg("refused a task: not registered with a leader")
+		return status.Error(codes.Aborted, "this worker is not registered with a leader; it takes tasks only from the coordinator it registers with")
+	case subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1:
+		w.log.Warn().Str("method", method).Str("peer", caller).Bool("session_given", got != "").
+			Msg("refused a task: not from the coordinator this worker registered with")
+		return status.Error(codes.Aborted, "task from a coordinator this worker is not registered with (not the current leader, or the registration was replaced); tasks come only from the leader it registered with")
+	}
+	return nil
 }
 
 // Run serves the Worker service and keeps the worker registered until ctx is done, then
@@ -246,7 +298,7 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes),
-		grpc.UnaryInterceptor(auth.UnaryServerInterceptor(auth.Static(w.cfg.JoinToken), w.log)),
+		grpc.ChainUnaryInterceptor(w.interceptors()...),
 		grpc.StreamInterceptor(auth.StreamServerInterceptor(auth.Static(w.cfg.JoinToken), w.log)),
 	}
 	if w.cfg.ServerTLS != nil {
@@ -319,6 +371,16 @@ func (w *Worker) Run(ctx context.Context) error {
 	reg.close()
 	w.log.Info().Msg("worker stopped")
 	return runErr
+}
+
+// interceptors are the Worker service's unary interceptors: the token check, then
+// Config.Interceptor.
+func (w *Worker) interceptors() []grpc.UnaryServerInterceptor {
+	out := []grpc.UnaryServerInterceptor{auth.UnaryServerInterceptor(auth.Static(w.cfg.JoinToken), w.log)}
+	if w.cfg.Interceptor != nil {
+		out = append(out, w.cfg.Interceptor)
+	}
+	return out
 }
 
 // advertiseAddr returns the address to register: advertise if given, else the listen

@@ -71,7 +71,7 @@ func BenchmarkCGIterationWorkers(b *testing.B) {
 			c := newCluster(b)
 			c.refs = refs
 			for i := 1; i <= workers; i++ {
-				w, err := worker.New(worker.Config{Join: []string{"127.0.0.1:1"}, Listen: "127.0.0.1:0", Cores: 1})
+				w, err := worker.New(worker.Config{Join: []string{"127.0.0.1:1"}, Listen: "127.0.0.1:0", Cores: 1, UnregisteredTasks: true})
 				if err != nil {
 					b.Fatal(err)
 				}

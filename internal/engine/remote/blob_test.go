@@ -315,7 +315,7 @@ func (s *swapWorker) get() *worker.Worker {
 
 func (s *swapWorker) restart(t *testing.T) {
 	t.Helper()
-	w, err := worker.New(worker.Config{Join: []string{"127.0.0.1:1"}, Listen: "127.0.0.1:0", Cores: 2})
+	w, err := worker.New(worker.Config{Join: []string{"127.0.0.1:1"}, Listen: "127.0.0.1:0", Cores: 2, UnregisteredTasks: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/gpreduce/gpreduce/internal/engine"
 	"github.com/gpreduce/gpreduce/internal/reduce"
@@ -26,6 +27,10 @@ const (
 	DefaultMaxInFlight = 2
 	// DefaultPollInterval is the default Config.PollInterval.
 	DefaultPollInterval = 200 * time.Millisecond
+	// DefaultStragglerFactor is the default Config.StragglerFactor.
+	DefaultStragglerFactor = 3
+	// DefaultStragglerFloor is the default Config.StragglerFloor.
+	DefaultStragglerFloor = 10 * time.Second
 )
 
 // ErrNoLiveWorker is wrapped by the error of a round in which a shard waited ShardTimeout
@@ -36,7 +41,17 @@ var ErrNoLiveWorker = errors.New("no live worker")
 type Worker struct {
 	ID   string // stable identity, the key of shard ownership
 	Addr string // address of its Worker gRPC service
+	// Session is the secret of the worker's registration, sent with every task as
+	// wire.SessionKey metadata ("" sends none); a worker registered again has a new one.
+	Session Session
 }
+
+// Session is a worker's registration secret. It prints as "[session]" so that logging a
+// Worker never shows it.
+type Session string
+
+// String hides the session.
+func (Session) String() string { return "[session]" }
 
 // Pool is the set of live workers (the coordinator's registry implements it). Live returns
 // them sorted by ID; it is called at every round start and polled during a round, so it must
@@ -78,6 +93,34 @@ type Config struct {
 	// its round runs (for metrics). Calls come one at a time from the round's goroutine, so
 	// Observe must return quickly.
 	Observe func(TaskEvent)
+
+	// StragglerFactor and StragglerFloor say when a running task is a straggler: once it has
+	// run longer than max(StragglerFloor, StragglerFactor x the median duration of the tasks
+	// of its round that completed, or of the previous round while none has), a backup copy
+	// starts on another worker with room, and the first result wins. Both copies compute the
+	// same bits (tasks are deterministic per shard), so backups change only the time. The
+	// worker overtaken by a backup gets no more shards in that round. Defaults
+	// DefaultStragglerFactor and DefaultStragglerFloor; a negative factor turns backups off.
+	StragglerFactor float64
+	StragglerFloor  time.Duration
+	// OnStraggler, if set, is called when a backup starts and when a straggling shard
+	// finishes, from the round's goroutine (it must return quickly).
+	OnStraggler func(Straggler)
+}
+
+// Straggler describes a straggling task: its backup starting (Winner empty) or the shard
+// finishing (Winner is the worker whose copy finished first).
+type Straggler struct {
+	JobID string
+	Round uint64
+	Shard int
+	// Slow is the worker of the late attempt, Backup the worker running the copy.
+	Slow, Backup Worker
+	// Running is how long the slow attempt had run when the backup started; Deadline is the
+	// straggler deadline of the round then, and Median the median it came from.
+	Running, Deadline, Median time.Duration
+	// Winner is set when the shard finished: Backup or Slow.
+	Winner Worker
 }
 
 // TaskEvent is the outcome of one task attempt.
@@ -163,6 +206,9 @@ type Engine struct {
 	// sent before a newer acknowledgement does not undo it.
 	held    map[Worker]map[[32]byte]uint64
 	heldGen uint64
+	// lastMedian is the median task duration of the last round (0: none yet), the straggler
+	// baseline of a round until one of its own tasks completes.
+	lastMedian time.Duration
 }
 
 var _ engine.Engine = (*Engine)(nil)
@@ -178,8 +224,8 @@ func New(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("remote engine: job %s: no worker pool", cfg.JobID)
 	case cfg.Dial == nil:
 		return nil, fmt.Errorf("remote engine: job %s: no dialer", cfg.JobID)
-	case cfg.ShardTimeout < 0 || cfg.TaskTimeout < 0 || cfg.PollInterval < 0 || cfg.MaxInFlight < 0:
-		return nil, fmt.Errorf("remote engine: job %s: negative timeout, poll interval or in-flight limit", cfg.JobID)
+	case cfg.ShardTimeout < 0 || cfg.TaskTimeout < 0 || cfg.PollInterval < 0 || cfg.MaxInFlight < 0 || cfg.StragglerFloor < 0:
+		return nil, fmt.Errorf("remote engine: job %s: negative timeout, poll interval, in-flight limit or straggler floor", cfg.JobID)
 	}
 	for i, r := range cfg.Shards {
 		if r.Index != i {
@@ -197,6 +243,12 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = DefaultPollInterval
+	}
+	if cfg.StragglerFactor == 0 {
+		cfg.StragglerFactor = DefaultStragglerFactor
+	}
+	if cfg.StragglerFloor == 0 {
+		cfg.StragglerFloor = DefaultStragglerFloor
 	}
 	e := &Engine{
 		cfg:    cfg,
@@ -311,6 +363,9 @@ func (e *Engine) call(ctx context.Context, w Worker, req *pb.RunTaskRequest) (*p
 	c, err := e.cfg.Dial(ctx, w.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("dial worker %s at %s: %w", w.ID, w.Addr, err)
+	}
+	if w.Session != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, wire.SessionKey, string(w.Session))
 	}
 	resp, err := c.RunTask(ctx, req)
 	if err != nil {

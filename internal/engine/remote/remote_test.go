@@ -77,8 +77,8 @@ func TestNormalize(t *testing.T) {
 		want []Worker
 	}{
 		{"empty", nil, []Worker{}},
-		{"sorted by ID", []Worker{{"b", "2"}, {"a", "1"}}, []Worker{{"a", "1"}, {"b", "2"}}},
-		{"duplicates and empty IDs dropped", []Worker{{"b", "2"}, {"", "0"}, {"b", "3"}, {"a", "1"}}, []Worker{{"a", "1"}, {"b", "2"}}},
+		{"sorted by ID", []Worker{{ID: "b", Addr: "2"}, {ID: "a", Addr: "1"}}, []Worker{{ID: "a", Addr: "1"}, {ID: "b", Addr: "2"}}},
+		{"duplicates and empty IDs dropped", []Worker{{ID: "b", Addr: "2"}, {ID: "", Addr: "0"}, {ID: "b", Addr: "3"}, {ID: "a", Addr: "1"}}, []Worker{{ID: "a", Addr: "1"}, {ID: "b", Addr: "2"}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -37,6 +37,9 @@ type attempt struct {
 	blobs  BlobMode
 	gens   []uint64 // for BlobsByHash: the generations of the worker's acknowledgements
 	cancel context.CancelFunc
+	start  time.Time
+	// backup attempts are copies of a straggling attempt of the same shard.
+	backup bool
 	// abandoned attempts were cancelled by the round (their worker failed or left, or another
 	// attempt finished the shard); their failures are ignored.
 	abandoned bool
@@ -70,6 +73,13 @@ type round struct {
 	retries   []int
 	lastErr   []error
 	remaining int
+	// backedUp[s] is the straggling attempt of shard s a backup was started for (nil: none).
+	backedUp []*attempt
+	// durations of the tasks that completed in this round; median caches their median while
+	// medianOK is true.
+	durations []time.Duration
+	median    time.Duration
+	medianOK  bool
 
 	live     map[string]Worker
 	sorted   []Worker // live, by ID
@@ -96,6 +106,7 @@ func newRound(ctx context.Context, e *Engine, num uint64, task, slim *pb.Task, b
 		notBefore: make([]time.Time, k),
 		retries:   make([]int, k),
 		lastErr:   make([]error, k),
+		backedUp:  make([]*attempt, k),
 		remaining: k,
 		failed:    map[string]bool{},
 		load:      map[string]int{},
@@ -134,7 +145,11 @@ func (r *round) run() ([]reduce.Stats, error) {
 			}
 		case <-ticker.C:
 			r.poll()
+			r.speculate(time.Now())
 		}
+	}
+	if m, ok := r.baseline(); ok {
+		r.e.lastMedian = m
 	}
 	r.log.Debug().Dur("took", time.Since(start)).Int("shards", len(r.out)).Msg("round done")
 	return r.out, nil
@@ -269,11 +284,11 @@ func (r *round) timeoutError(s int) error {
 }
 
 // launch starts an attempt of shard s on w, carrying the blobs as mode says.
-func (r *round) launch(s int, w Worker, mode BlobMode) {
+func (r *round) launch(s int, w Worker, mode BlobMode) *attempt {
 	ctx, cancel := context.WithTimeout(r.rctx, r.e.cfg.TaskTimeout)
 	id := r.nextID
 	r.nextID++
-	a := &attempt{id: id, shard: s, worker: w, blobs: mode, cancel: cancel}
+	a := &attempt{id: id, shard: s, worker: w, blobs: mode, cancel: cancel, start: time.Now()}
 	r.attempts[id] = a
 	r.load[w.ID]++
 	r.state[s] = running
@@ -298,13 +313,120 @@ func (r *round) launch(s int, w Worker, mode BlobMode) {
 		case <-done:
 		}
 	}()
+	return a
+}
+
+// inFlight reports whether an attempt of shard s runs that the round has not abandoned.
+func (r *round) inFlight(s int) bool {
+	for _, b := range r.attempts {
+		if b.shard == s && !b.abandoned {
+			return true
+		}
+	}
+	return false
+}
+
+// baseline returns the median duration of the round's completed tasks, or of the previous
+// round's while none has completed; false if there is neither.
+func (r *round) baseline() (time.Duration, bool) {
+	if len(r.durations) == 0 {
+		return r.e.lastMedian, r.e.lastMedian > 0
+	}
+	if !r.medianOK {
+		slices.Sort(r.durations)
+		n := len(r.durations)
+		r.median = (r.durations[(n-1)/2] + r.durations[n/2]) / 2
+		r.medianOK = true
+	}
+	return r.median, true
+}
+
+// speculate starts a backup of every running attempt that has run longer than the round's
+// straggler deadline, on the least loaded other healthy worker with room (one backup per
+// shard).
+func (r *round) speculate(now time.Time) {
+	if r.e.cfg.StragglerFactor < 0 {
+		return
+	}
+	median, ok := r.baseline()
+	if !ok {
+		return
+	}
+	deadline := max(r.e.cfg.StragglerFloor, time.Duration(r.e.cfg.StragglerFactor*float64(median)))
+	var late []*attempt
+	for _, a := range r.attempts {
+		if !a.abandoned && !a.backup && r.state[a.shard] == running && r.backedUp[a.shard] == nil && now.Sub(a.start) > deadline {
+			late = append(late, a)
+		}
+	}
+	slices.SortFunc(late, func(a, b *attempt) int { return a.id - b.id })
+	for _, a := range late {
+		w, ok := r.backupWorker(a.worker)
+		if !ok {
+			return // every other worker is busy: try again at the next poll
+		}
+		mode, ready := r.blobMode(w)
+		if !ready {
+			continue
+		}
+		b := r.launch(a.shard, w, mode)
+		b.backup = true
+		r.backedUp[a.shard] = a
+		ev := Straggler{JobID: r.e.cfg.JobID, Round: r.num, Shard: a.shard, Slow: a.worker, Backup: w,
+			Running: now.Sub(a.start), Deadline: deadline, Median: median}
+		r.log.Warn().Int("shard", a.shard).Str("slow_worker", a.worker.ID).Str("backup_worker", w.ID).
+			Dur("running", ev.Running).Dur("deadline", deadline).Dur("median", median).
+			Msg("straggler: task running past the round's deadline; running a backup copy on another worker")
+		if f := r.e.cfg.OnStraggler; f != nil {
+			f(ev)
+		}
+	}
+}
+
+// backupWorker returns the healthy worker other than slow with room for a task and the
+// fewest running (ties: smallest ID).
+func (r *round) backupWorker(slow Worker) (Worker, bool) {
+	var best Worker
+	found := false
+	for _, w := range r.healthy() {
+		if w.ID == slow.ID || r.load[w.ID] >= r.e.cfg.MaxInFlight {
+			continue
+		}
+		if !found || r.load[w.ID] < r.load[best.ID] {
+			best, found = w, true
+		}
+	}
+	return best, found
+}
+
+// settleStraggler reports how a backed-up shard s finished, won by attempt a, and keeps a
+// slow worker that a backup overtook out of the rest of the round.
+func (r *round) settleStraggler(s int, a *attempt) {
+	slow := r.backedUp[s]
+	if slow == nil {
+		return
+	}
+	ev := Straggler{JobID: r.e.cfg.JobID, Round: r.num, Shard: s, Slow: slow.worker, Winner: a.worker}
+	if a.backup {
+		ev.Backup = a.worker
+		r.log.Warn().Int("shard", s).Str("slow_worker", slow.worker.ID).Str("backup_worker", a.worker.ID).
+			Dur("slow_running", time.Since(slow.start)).Msg("straggler: the backup finished first; the slow worker gets no more shards this round")
+		if len(r.healthy()) > 1 {
+			r.failed[slow.worker.ID] = true
+		}
+	} else {
+		r.log.Info().Int("shard", s).Str("slow_worker", slow.worker.ID).Msg("straggler: the slow task finished first after all")
+	}
+	if f := r.e.cfg.OnStraggler; f != nil {
+		f(ev)
+	}
 }
 
 // abandon cancels a running attempt and puts its shard back to pending.
 func (r *round) abandon(a *attempt) {
 	a.abandoned = true
 	a.cancel()
-	if r.state[a.shard] == running {
+	if r.state[a.shard] == running && !r.inFlight(a.shard) {
 		r.state[a.shard] = pending
 	}
 }
@@ -357,6 +479,8 @@ func (r *round) handle(o outcome) error {
 	case err == nil:
 		r.out[s], r.state[s] = st, done
 		r.remaining--
+		r.durations, r.medianOK = append(r.durations, o.dur), false
+		r.settleStraggler(s, a)
 		if len(r.healthy()) == 0 {
 			// Every live worker has failed in this round and this one just worked: use it
 			// normally again rather than let the other shards time out waiting for it.
@@ -370,6 +494,8 @@ func (r *round) handle(o outcome) error {
 		return nil
 	case a.abandoned:
 		return nil // the round already moved this shard on
+	case missing && r.inFlight(s):
+		return nil // the shard's other attempt (a straggler's backup or original) runs on
 	case missing:
 		// The worker restarted or evicted the blobs: send it the task in full now (or, if
 		// another attempt is carrying them there, as soon as that returns; or by hash again
@@ -393,8 +519,11 @@ func (r *round) handle(o outcome) error {
 				&TaskError{Shard: r.e.shards[s], Worker: a.worker, Code: gs.Code(), Message: gs.Message()})
 		}
 	}
-	// Anything else is a failure of the worker or the connection to it: retry elsewhere.
-	r.state[s] = pending
+	// Anything else is a failure of the worker or the connection to it: retry elsewhere,
+	// unless another attempt of the shard (a straggler's backup or original) still runs.
+	if !r.inFlight(s) {
+		r.state[s] = pending
+	}
 	r.retries[s]++
 	r.lastErr[s] = err
 	r.notBefore[s] = time.Now().Add(min(maxRetryBackoff, r.e.cfg.PollInterval<<min(r.retries[s]-1, 8)))

@@ -1,0 +1,22 @@
+package linalg
+
+import "golang.org/x/sys/cpu"
+
+// hasAVX2FMA reports whether the assembly kernels may run: AVX2 and FMA3, with the OS saving
+// the YMM state (cpu.X86.HasAVX2 includes that check).
+var hasAVX2FMA = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+
+// bestKernel is the assembly micro-kernel when the CPU has AVX2 and FMA, else kernelGo.
+var bestKernel = pickKernel()
+
+func pickKernel() kernelFunc {
+	if hasAVX2FMA {
+		return kernelAVX2
+	}
+	return kernelGo
+}
+
+// kernelAVX2 is kernelGo in AVX2 + FMA assembly (kernel_amd64.s).
+//
+//go:noescape
+func kernelAVX2(k int, a, b, c []float64, ldc int, alpha float64)

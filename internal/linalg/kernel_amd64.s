@@ -1,0 +1,91 @@
+#include "textflag.h"
+
+// One step of the 6x8 micro-kernel: row p of the B panel in Y0, Y1, the six A values
+// broadcast in turn, accumulators Y4..Y15 (row i in Y(4+2i), Y(5+2i)).
+// VFMADD231PD x, y, z computes z = y*x + z with one rounding, as math.FMA(y, x, z).
+#define STEP(aoff, boff) \
+	VMOVUPD boff(DI), Y0 \
+	VMOVUPD boff+32(DI), Y1 \
+	VBROADCASTSD aoff(SI), Y2 \
+	VBROADCASTSD aoff+8(SI), Y3 \
+	VFMADD231PD Y0, Y2, Y4 \
+	VFMADD231PD Y1, Y2, Y5 \
+	VFMADD231PD Y0, Y3, Y6 \
+	VFMADD231PD Y1, Y3, Y7 \
+	VBROADCASTSD aoff+16(SI), Y2 \
+	VBROADCASTSD aoff+24(SI), Y3 \
+	VFMADD231PD Y0, Y2, Y8 \
+	VFMADD231PD Y1, Y2, Y9 \
+	VFMADD231PD Y0, Y3, Y10 \
+	VFMADD231PD Y1, Y3, Y11 \
+	VBROADCASTSD aoff+32(SI), Y2 \
+	VBROADCASTSD aoff+40(SI), Y3 \
+	VFMADD231PD Y0, Y2, Y12 \
+	VFMADD231PD Y1, Y2, Y13 \
+	VFMADD231PD Y0, Y3, Y14 \
+	VFMADD231PD Y1, Y3, Y15
+
+// C row i += alpha * acc row i, by one fused multiply-add per element.
+#define STORE(lo, hi) \
+	VMOVUPD (DX), Y1 \
+	VMOVUPD 32(DX), Y2 \
+	VFMADD231PD lo, Y0, Y1 \
+	VFMADD231PD hi, Y0, Y2 \
+	VMOVUPD Y1, (DX) \
+	VMOVUPD Y2, 32(DX) \
+	ADDQ R8, DX
+
+// func kernelAVX2(k int, a, b, c []float64, ldc int, alpha float64)
+TEXT ·kernelAVX2(SB), NOSPLIT, $0-96
+	MOVQ k+0(FP), CX
+	MOVQ a_base+8(FP), SI
+	MOVQ b_base+32(FP), DI
+	MOVQ c_base+56(FP), DX
+	MOVQ ldc+80(FP), R8
+	SHLQ $3, R8
+	VXORPD Y4, Y4, Y4
+	VXORPD Y5, Y5, Y5
+	VXORPD Y6, Y6, Y6
+	VXORPD Y7, Y7, Y7
+	VXORPD Y8, Y8, Y8
+	VXORPD Y9, Y9, Y9
+	VXORPD Y10, Y10, Y10
+	VXORPD Y11, Y11, Y11
+	VXORPD Y12, Y12, Y12
+	VXORPD Y13, Y13, Y13
+	VXORPD Y14, Y14, Y14
+	VXORPD Y15, Y15, Y15
+
+loop4:
+	CMPQ CX, $4
+	JLT  loop1
+	PREFETCHT0 384(SI)
+	STEP(0, 0)
+	STEP(48, 64)
+	PREFETCHT0 512(DI)
+	STEP(96, 128)
+	STEP(144, 192)
+	ADDQ $192, SI
+	ADDQ $256, DI
+	SUBQ $4, CX
+	JMP  loop4
+
+loop1:
+	TESTQ CX, CX
+	JE    done
+	STEP(0, 0)
+	ADDQ $48, SI
+	ADDQ $64, DI
+	DECQ CX
+	JMP  loop1
+
+done:
+	VBROADCASTSD alpha+88(FP), Y0
+	STORE(Y4, Y5)
+	STORE(Y6, Y7)
+	STORE(Y8, Y9)
+	STORE(Y10, Y11)
+	STORE(Y12, Y13)
+	STORE(Y14, Y15)
+	VZEROUPPER
+	RET

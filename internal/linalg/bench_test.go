@@ -7,6 +7,7 @@ import (
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
+	"gonum.org/v1/gonum/lapack/lapack64"
 )
 
 // The benchmarks report GFLOP/s; compare with the reference measured in the same run (README,
@@ -49,5 +50,31 @@ func BenchmarkGemm(b *testing.B) {
 			}
 			b.ReportMetric(2*float64(n)*float64(n)*float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 		})
+	}
+}
+
+// BenchmarkPotrf is the Cholesky factorisation of an s x s SPD matrix (s^3/3 flops), lower
+// and upper (mat.Cholesky's layout) triangle, against gonum's lapack64.Potrf.
+func BenchmarkPotrf(b *testing.B) {
+	for _, s := range []int{1024, 4096} {
+		for _, impl := range []struct {
+			name string
+			f    func(blas64.Symmetric) (blas64.Triangular, bool)
+		}{{"linalg", Potrf}, {"gonum", lapack64.Potrf}} {
+			if impl.name == "gonum" && s > 1024 && !testing.Verbose() {
+				continue // minutes per factorisation; run with -v to include it
+			}
+			b.Run(fmt.Sprintf("s=%d/%s", s, impl.name), func(b *testing.B) {
+				a := randSPD(rand.New(rand.NewPCG(1, 1)), s)
+				work := make([]float64, len(a))
+				for b.Loop() {
+					copy(work, a)
+					if _, ok := impl.f(blas64.Symmetric{Uplo: blas.Upper, N: s, Stride: s, Data: work}); !ok {
+						b.Fatal("not positive definite")
+					}
+				}
+				b.ReportMetric(float64(s)*float64(s)*float64(s)/3*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package linalg
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -155,6 +156,24 @@ func TestSyrkAgainstNaive(t *testing.T) {
 						}
 					}
 				}
+			}
+		}
+	}
+}
+
+func TestAxpyNegBits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	for _, n := range []int{0, 1, 3, 4, 5, 15, 16, 17, 35, 100} {
+		x := randGeneral(rng, 1, n, 0).Data[:n]
+		y := randGeneral(rng, 1, n, 0).Data[:n]
+		y1, y2 := append([]float64(nil), y...), append([]float64(nil), y...)
+		tt := rng.NormFloat64()
+		axpyNeg(tt, x, y1)
+		axpyNegGo(tt, x, y2)
+		sameBits(t, fmt.Sprintf("axpyNeg n=%d", n), y1, y2)
+		for i := range y {
+			if want := y[i] - tt*x[i]; math.Abs(y2[i]-want) > 1e-15*(math.Abs(y[i])+math.Abs(tt*x[i])) {
+				t.Fatalf("axpyNeg n=%d: y[%d] = %v, want %v", n, i, y2[i], want)
 			}
 		}
 	}

@@ -20,3 +20,22 @@ func pickKernel() kernelFunc {
 //
 //go:noescape
 func kernelAVX2(k int, a, b, c []float64, ldc int, alpha float64)
+
+// axpyNegAVX2 sets y[j] = fma(-t, x[j], y[j]) for j < len(y) (kernel_amd64.s); x must be at
+// least as long as y.
+//
+//go:noescape
+func axpyNegAVX2(t float64, x, y []float64)
+
+// axpyNeg sets y = fma(-t, x, y) elementwise, in assembly when the CPU allows.
+func axpyNeg(t float64, x, y []float64) {
+	if len(y) == 0 {
+		return
+	}
+	if hasAVX2FMA {
+		_ = x[len(y)-1]
+		axpyNegAVX2(t, x, y)
+		return
+	}
+	axpyNegGo(t, x, y)
+}

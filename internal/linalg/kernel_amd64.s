@@ -89,3 +89,61 @@ done:
 	STORE(Y14, Y15)
 	VZEROUPPER
 	RET
+
+// func axpyNegAVX2(t float64, x, y []float64)
+// y[j] = fma(-t, x[j], y[j]) for j < len(y), as math.FMA(-t, x[j], y[j]).
+TEXT ·axpyNegAVX2(SB), NOSPLIT, $0-56
+	MOVSD t+0(FP), X0
+	MOVQ  $0x8000000000000000, AX
+	MOVQ  AX, X1
+	XORPD X1, X0
+	VBROADCASTSD X0, Y0
+	MOVQ x_base+8(FP), SI
+	MOVQ y_base+32(FP), DI
+	MOVQ y_len+40(FP), CX
+
+axpy16:
+	CMPQ CX, $16
+	JLT  axpy4
+	VMOVUPD (DI), Y1
+	VMOVUPD 32(DI), Y2
+	VMOVUPD 64(DI), Y3
+	VMOVUPD 96(DI), Y4
+	VFMADD231PD (SI), Y0, Y1
+	VFMADD231PD 32(SI), Y0, Y2
+	VFMADD231PD 64(SI), Y0, Y3
+	VFMADD231PD 96(SI), Y0, Y4
+	VMOVUPD Y1, (DI)
+	VMOVUPD Y2, 32(DI)
+	VMOVUPD Y3, 64(DI)
+	VMOVUPD Y4, 96(DI)
+	ADDQ $128, SI
+	ADDQ $128, DI
+	SUBQ $16, CX
+	JMP  axpy16
+
+axpy4:
+	CMPQ CX, $4
+	JLT  axpy1
+	VMOVUPD (DI), Y1
+	VFMADD231PD (SI), Y0, Y1
+	VMOVUPD Y1, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	SUBQ $4, CX
+	JMP  axpy4
+
+axpy1:
+	TESTQ CX, CX
+	JE    axpydone
+	VMOVSD (DI), X1
+	VFMADD231SD (SI), X0, X1
+	VMOVSD X1, (DI)
+	ADDQ $8, SI
+	ADDQ $8, DI
+	DECQ CX
+	JMP  axpy1
+
+axpydone:
+	VZEROUPPER
+	RET

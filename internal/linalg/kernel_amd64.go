@@ -39,3 +39,20 @@ func axpyNeg(t float64, x, y []float64) {
 	}
 	axpyNegGo(t, x, y)
 }
+
+// expAVX2 sets dst[i] = expGo(x[i]) for i < len(dst) rounded down to a multiple of 4
+// (kernel_amd64.s), with the constants of expTable.
+//
+//go:noescape
+func expAVX2(dst, x []float64, table *float64)
+
+// expVec computes the exponential of the leading multiple of four elements in assembly when
+// the CPU allows, and returns how many it did.
+func expVec(dst, x []float64) int {
+	if !hasAVX2FMA || len(dst) < 4 {
+		return 0
+	}
+	_ = x[len(dst)-1]
+	expAVX2(dst, x, &expTable[0])
+	return len(dst) &^ 3
+}

@@ -147,3 +147,84 @@ axpy1:
 axpydone:
 	VZEROUPPER
 	RET
+
+// func expAVX2(dst, x []float64, table *float64)
+// dst[i] = exp(x[i]) for i < len(dst) &^ 3, exactly as expGo (exp.go) lane by lane.
+TEXT ·expAVX2(SB), NOSPLIT, $0-56
+	MOVQ dst_base+0(FP), DI
+	MOVQ dst_len+8(FP), CX
+	MOVQ x_base+24(FP), SI
+	MOVQ table+48(FP), R9
+	SHRQ $2, CX
+	VBROADCASTSD 24(R9), Y12 // hi
+	VBROADCASTSD 32(R9), Y13 // lo
+	VBROADCASTSD 0(R9), Y14  // log2 e
+	VPBROADCASTQ 48(R9), Y15 // 1023
+
+exploop:
+	TESTQ CX, CX
+	JE    expdone
+	VMOVUPD (SI), Y0             // x
+	VMINPD  Y12, Y0, Y1
+	VMAXPD  Y13, Y1, Y1          // x clamped to [lo, hi]
+	VMULPD  Y14, Y1, Y2
+	VROUNDPD $0, Y2, Y2          // kf = round-to-even(x log2 e)
+	VBROADCASTSD 8(R9), Y3
+	VFNMADD231PD Y3, Y2, Y1      // r = fma(-kf, ln2hi, x)
+	VBROADCASTSD 16(R9), Y3
+	VFNMADD231PD Y3, Y2, Y1      // r = fma(-kf, ln2lo, r)
+	VBROADCASTSD 64(R9), Y4      // p = c13
+	VBROADCASTSD 72(R9), Y3
+	VFMADD213PD Y3, Y1, Y4       // p = fma(p, r, c12)
+	VBROADCASTSD 80(R9), Y3
+	VFMADD213PD Y3, Y1, Y4
+	VBROADCASTSD 88(R9), Y3
+	VFMADD213PD Y3, Y1, Y4
+	VBROADCASTSD 96(R9), Y3
+	VFMADD213PD Y3, Y1, Y4
+	VBROADCASTSD 104(R9), Y3
+	VFMADD213PD Y3, Y1, Y4
+	VBROADCASTSD 112(R9), Y3
+	VFMADD213PD Y3, Y1, Y4
+	VBROADCASTSD 120(R9), Y3
+	VFMADD213PD Y3, Y1, Y4
+	VBROADCASTSD 128(R9), Y3
+	VFMADD213PD Y3, Y1, Y4
+	VBROADCASTSD 136(R9), Y3
+	VFMADD213PD Y3, Y1, Y4
+	VBROADCASTSD 144(R9), Y3
+	VFMADD213PD Y3, Y1, Y4
+	VBROADCASTSD 152(R9), Y3
+	VFMADD213PD Y3, Y1, Y4
+	VBROADCASTSD 160(R9), Y3
+	VFMADD213PD Y3, Y1, Y4
+	VBROADCASTSD 168(R9), Y3
+	VFMADD213PD Y3, Y1, Y4       // p = fma(p, r, c0)
+	VCVTPD2DQY Y2, X5            // k
+	VPSRAD  $1, X5, X6           // k1 = k >> 1
+	VPSUBD  X6, X5, X7           // k2 = k - k1
+	VPMOVSXDQ X6, Y6
+	VPMOVSXDQ X7, Y7
+	VPADDQ  Y15, Y6, Y6
+	VPADDQ  Y15, Y7, Y7
+	VPSLLQ  $52, Y6, Y6          // 2^k1
+	VPSLLQ  $52, Y7, Y7          // 2^k2
+	VMULPD  Y6, Y4, Y4
+	VMULPD  Y7, Y4, Y4           // (p 2^k1) 2^k2
+	VBROADCASTSD 40(R9), Y3      // +Inf
+	VCMPPD  $0x1e, Y12, Y0, Y8   // x > hi
+	VBLENDVPD Y8, Y3, Y4, Y4
+	VXORPD  Y3, Y3, Y3
+	VCMPPD  $0x11, Y13, Y0, Y8   // x < lo
+	VBLENDVPD Y8, Y3, Y4, Y4
+	VCMPPD  $3, Y0, Y0, Y8       // x is NaN
+	VBLENDVPD Y8, Y0, Y4, Y4
+	VMOVUPD Y4, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JMP  exploop
+
+expdone:
+	VZEROUPPER
+	RET

@@ -128,27 +128,48 @@ func (c *Cholesky) SolveTo(dst *mat.Dense, b mat.Matrix) error {
 }
 
 // InverseTo sets dst = A^-1 = W W^T with W = U^-1: W by a triangular solve against the
-// identity, the product by Syrk (upper triangle). Only for callers that need every entry of
-// the inverse (the exact GP's gradient traces); a solve is cheaper otherwise.
+// identity, the product by Syrk (upper triangle), both skipping the zero triangle of W (about
+// n^3 flops in all). Only for callers that need every entry of the inverse (the exact GP's
+// gradient traces); a solve is cheaper otherwise.
 func (c *Cholesky) InverseTo(dst *mat.SymDense) error {
 	if !c.ok {
 		return ErrNotFactorized
 	}
 	n := c.n
-	w := make([]float64, n*n)
-	for i := range n {
-		w[i*n+i] = 1
-	}
-	W := blas64.General{Rows: n, Cols: n, Stride: n, Data: w}
-	Trsm(blas.Left, blas.NoTrans, 1, c.RawU(), W)
 	if dst.IsEmpty() {
 		dst.ReuseAsSym(n)
 	} else if dst.SymmetricDim() != n {
 		return errors.New("linalg: Cholesky: InverseTo: destination size mismatch")
 	}
 	raw := dst.RawSymmetric()
-	Syrk(blas.NoTrans, 1, W, 0, blas64.Symmetric{Uplo: blas.Upper, N: n, Stride: raw.Stride, Data: raw.Data})
+	w := make([]float64, n*n)
+	invUpper(bestKernel, c.u, w, n)
+	W := view{data: w, stride: n}
+	for i0 := 0; i0 < n; i0 += potrfBlock {
+		i1 := min(i0+potrfBlock, n)
+		row := raw.Data[i0*raw.Stride : i1*raw.Stride]
+		scale(0, i1-i0, n-i0, row[i0:], raw.Stride, upper)
+		// (W W^T)_ij = sum_(l >= j) W_il W_jl for j >= i: the inner sum starts at i0.
+		Wi := W.at(i0, i0)
+		gemmCore(bestKernel, i1-i0, n-i0, n-i0, 1, Wi, view{data: Wi.data, stride: n, trans: true}, row[i0:], raw.Stride, upper)
+	}
 	return nil
+}
+
+// invUpper sets w (n x n, zero on entry) to U^-1 for the upper triangular u (both row-major,
+// stride n): Trsm against the identity by block rows from the bottom, where block row k of
+// the solution is zero left of column k0 and so takes no part in the products there.
+func invUpper(kern kernelFunc, u, w []float64, n int) {
+	for i := range n {
+		w[i*n+i] = 1
+	}
+	T := view{data: u, stride: n}
+	B := view{data: w, stride: n}
+	for k1 := n; k1 > 0; k1 -= trsmBlock {
+		k0 := max(k1-trsmBlock, 0)
+		solveLeft(T, false, false, k0, k1, w[k0:], n, n-k0)
+		gemmCore(kern, k0, n-k0, k1-k0, -1, T.at(0, k0), B.at(k0, k0), w[k0:], n, full)
+	}
 }
 
 // UTo copies the upper triangular factor U into dst, resized to n x n.

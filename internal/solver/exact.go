@@ -3,6 +3,9 @@ package solver
 import (
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
@@ -81,34 +84,57 @@ func (e *Exact) Gradient() []float64 {
 	a := e.alpha.RawVector().Data
 	k := e.Kernel
 	xs := scaleColumns(e.X, k.Lengthscales)
-	grad := make([]float64, d+2)
-	// Rows in blocks: Q_ij = sigma_f^2 q(r_ij) and K_ij for j >= i by kernel.Family.ScaledBlock,
-	// dK_ij/dlog l_p = Q_ij t_p^2 with t = xs_i - xs_j, dK/dlog sigma_f^2 = K.
+	// Rows in blocks of 64: Q_ij = sigma_f^2 q(r_ij) and K_ij for j >= i by
+	// kernel.Family.ScaledBlock, dK_ij/dlog l_p = Q_ij t_p^2 with t = xs_i - xs_j and
+	// dK/dlog sigma_f^2 = K. Each block sums into its own partial gradient and the partials are
+	// added in block order, so the bits do not depend on the number of goroutines.
 	const rowsPer = 64
-	q, kv := make([]float64, rowsPer*n), make([]float64, rowsPer*n)
-	for r0 := 0; r0 < n; r0 += rowsPer {
-		nr := min(rowsPer, n-r0)
-		cols := n - r0
-		k.Family.ScaledBlock(kernel.BlockQ, k.SignalVariance, xs[r0*d:(r0+nr)*d], xs[r0*d:], d, q, cols)
-		k.Family.ScaledBlock(kernel.BlockK, k.SignalVariance, xs[r0*d:(r0+nr)*d], xs[r0*d:], d, kv, cols)
-		for i := r0; i < r0+nr; i++ {
-			xi := xs[i*d : (i+1)*d]
-			qi, ki := q[(i-r0)*cols:(i-r0+1)*cols], kv[(i-r0)*cols:(i-r0+1)*cols]
-			for j := i; j < n; j++ {
-				w := a[i]*a[j] - inv.Data[i*inv.Stride+j]
-				if j != i {
-					w *= 2 // (i, j) and (j, i)
+	nb := (n + rowsPer - 1) / rowsPer
+	parts := make([][]float64, nb)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), nb) {
+		wg.Go(func() {
+			q, kv := make([]float64, rowsPer*n), make([]float64, rowsPer*n)
+			for {
+				b := int(next.Add(1)) - 1
+				if b >= nb {
+					return
 				}
-				wq := 0.5 * w * qi[j-r0]
-				xj := xs[j*d : (j+1)*d]
-				for p, v := range xi {
-					t := v - xj[p]
-					grad[p] += wq * t * t
+				r0 := b * rowsPer
+				nr := min(rowsPer, n-r0)
+				cols := n - r0
+				g := make([]float64, d+2)
+				k.Family.ScaledBlock(kernel.BlockQ, k.SignalVariance, xs[r0*d:(r0+nr)*d], xs[r0*d:], d, q, cols)
+				k.Family.ScaledBlock(kernel.BlockK, k.SignalVariance, xs[r0*d:(r0+nr)*d], xs[r0*d:], d, kv, cols)
+				for i := r0; i < r0+nr; i++ {
+					xi := xs[i*d : (i+1)*d]
+					qi, ki := q[(i-r0)*cols:(i-r0+1)*cols], kv[(i-r0)*cols:(i-r0+1)*cols]
+					for j := i; j < n; j++ {
+						w := a[i]*a[j] - inv.Data[i*inv.Stride+j]
+						if j != i {
+							w *= 2 // (i, j) and (j, i)
+						}
+						wq := 0.5 * w * qi[j-r0]
+						xj := xs[j*d : (j+1)*d]
+						for p, v := range xi {
+							t := v - xj[p]
+							g[p] += wq * t * t
+						}
+						g[d] += 0.5 * w * ki[j-r0]
+					}
+					// dK/dlog sigma_n^2 = sigma_n^2 I.
+					g[d+1] += 0.5 * (a[i]*a[i] - inv.Data[i*inv.Stride+i]) * e.Noise
 				}
-				grad[d] += 0.5 * w * ki[j-r0]
+				parts[b] = g
 			}
-			// dK/dlog sigma_n^2 = sigma_n^2 I.
-			grad[d+1] += 0.5 * (a[i]*a[i] - inv.Data[i*inv.Stride+i]) * e.Noise
+		})
+	}
+	wg.Wait()
+	grad := make([]float64, d+2)
+	for _, g := range parts {
+		for p, v := range g {
+			grad[p] += v
 		}
 	}
 	return grad

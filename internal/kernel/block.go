@@ -118,11 +118,7 @@ func (f Family) profileRow(v BlockValue, sf2 float64, row, e []float64) {
 			row[j] = sf2 * e[j]
 		}
 	case Matern12: // k0 = exp(-r), q = k0 / r (0 at r = 0)
-		for j, r2 := range row {
-			row[j] = math.Sqrt(r2)
-			e[j] = -row[j]
-		}
-		linalg.ExpTo(e, e)
+		sqrtExp(1, row, e)
 		for j, r := range row {
 			switch {
 			case v == BlockK:
@@ -134,11 +130,7 @@ func (f Family) profileRow(v BlockValue, sf2 float64, row, e []float64) {
 			}
 		}
 	case Matern32: // a = sqrt3 r: k0 = (1 + a) exp(-a), q = 3 exp(-a)
-		for j, r2 := range row {
-			row[j] = math.Sqrt(3) * math.Sqrt(r2)
-			e[j] = -row[j]
-		}
-		linalg.ExpTo(e, e)
+		sqrtExp(math.Sqrt(3), row, e)
 		for j, a := range row {
 			if v == BlockK {
 				row[j] = sf2 * ((1 + a) * e[j])
@@ -147,11 +139,7 @@ func (f Family) profileRow(v BlockValue, sf2 float64, row, e []float64) {
 			}
 		}
 	case Matern52: // a = sqrt5 r: k0 = (1 + a + a^2/3) exp(-a), q = 5/3 (1 + a) exp(-a)
-		for j, r2 := range row {
-			row[j] = math.Sqrt(5) * math.Sqrt(r2)
-			e[j] = -row[j]
-		}
-		linalg.ExpTo(e, e)
+		sqrtExp(math.Sqrt(5), row, e)
 		for j, a := range row {
 			if v == BlockK {
 				row[j] = sf2 * ((1 + a + a*a/3) * e[j])
@@ -162,4 +150,13 @@ func (f Family) profileRow(v BlockValue, sf2 float64, row, e []float64) {
 	default:
 		panic("kernel: invalid family") // unreachable for values made by ParseFamily or the constants
 	}
+}
+
+// sqrtExp overwrites row (squared distances r^2) with a = c r and sets e = exp(-a).
+func sqrtExp(c float64, row, e []float64) {
+	for j, r2 := range row {
+		row[j] = c * math.Sqrt(r2)
+		e[j] = -row[j]
+	}
+	linalg.ExpTo(e, e)
 }

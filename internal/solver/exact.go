@@ -3,12 +3,16 @@ package solver
 import (
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/gpreduce/gpreduce/internal/kernel"
+	"github.com/gpreduce/gpreduce/internal/linalg"
 )
 
 // Exact is the exact GP regression posterior for a zero-mean GP with kernel k and Gaussian
@@ -20,7 +24,7 @@ type Exact struct {
 	Y      []float64
 	D      int
 
-	chol  mat.Cholesky
+	chol  linalg.Cholesky
 	alpha *mat.VecDense // K^-1 y
 }
 
@@ -40,16 +44,14 @@ func NewExact(k kernel.Kernel, noise float64, X []float64, d int, y []float64) (
 	if !(noise > 0) {
 		return nil, fmt.Errorf("exact GP: noise variance %v must be positive", noise)
 	}
-	K := mat.NewSymDense(n, nil)
+	kd := make([]float64, n*n)
+	xs := scaleColumns(X, k.Lengthscales)
+	k.Family.ScaledBlock(kernel.BlockK, k.SignalVariance, xs, xs, d, kd, n)
 	for i := 0; i < n; i++ {
-		xi := X[i*d : (i+1)*d]
-		for j := i; j < n; j++ {
-			K.SetSym(i, j, k.Eval(xi, X[j*d:(j+1)*d]))
-		}
-		K.SetSym(i, i, K.At(i, i)+noise)
+		kd[i*n+i] += noise
 	}
 	e := &Exact{Kernel: k, Noise: noise, X: X, Y: y, D: d}
-	if ok := e.chol.Factorize(K); !ok {
+	if ok := e.chol.Factorize(mat.NewSymDense(n, kd)); !ok {
 		return nil, fmt.Errorf("exact GP: K + noise I is not positive definite (n=%d, noise=%g)", n, noise)
 	}
 	e.alpha = mat.NewVecDense(n, nil)
@@ -78,26 +80,73 @@ func (e *Exact) Gradient() []float64 {
 	if err := e.chol.InverseTo(&Kinv); err != nil {
 		panic(fmt.Sprintf("exact GP: inverse of a factorised matrix failed: %v", err)) // unreachable after Factorize
 	}
+	inv := Kinv.RawSymmetric()
 	a := e.alpha.RawVector().Data
-	np := d + 2
-	grad := make([]float64, np)
-	g := make([]float64, d+1)
-	for i := 0; i < n; i++ {
-		xi := e.X[i*d : (i+1)*d]
-		for j := i; j < n; j++ {
-			e.Kernel.EvalGrad(xi, e.X[j*d:(j+1)*d], g)
-			w := a[i]*a[j] - Kinv.At(i, j)
-			if j != i {
-				w *= 2 // (i, j) and (j, i)
+	k := e.Kernel
+	xs := scaleColumns(e.X, k.Lengthscales)
+	// Rows in blocks of 64: Q_ij = sigma_f^2 q(r_ij) and K_ij for j >= i by
+	// kernel.Family.ScaledBlock, dK_ij/dlog l_p = Q_ij t_p^2 with t = xs_i - xs_j and
+	// dK/dlog sigma_f^2 = K. Each block sums into its own partial gradient and the partials are
+	// added in block order, so the bits do not depend on the number of goroutines.
+	const rowsPer = 64
+	nb := (n + rowsPer - 1) / rowsPer
+	parts := make([][]float64, nb)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), nb) {
+		wg.Go(func() {
+			q, kv := make([]float64, rowsPer*n), make([]float64, rowsPer*n)
+			for {
+				b := int(next.Add(1)) - 1
+				if b >= nb {
+					return
+				}
+				r0 := b * rowsPer
+				nr := min(rowsPer, n-r0)
+				cols := n - r0
+				g := make([]float64, d+2)
+				k.Family.ScaledBlock(kernel.BlockQ, k.SignalVariance, xs[r0*d:(r0+nr)*d], xs[r0*d:], d, q, cols)
+				k.Family.ScaledBlock(kernel.BlockK, k.SignalVariance, xs[r0*d:(r0+nr)*d], xs[r0*d:], d, kv, cols)
+				for i := r0; i < r0+nr; i++ {
+					xi := xs[i*d : (i+1)*d]
+					qi, ki := q[(i-r0)*cols:(i-r0+1)*cols], kv[(i-r0)*cols:(i-r0+1)*cols]
+					for j := i; j < n; j++ {
+						w := a[i]*a[j] - inv.Data[i*inv.Stride+j]
+						if j != i {
+							w *= 2 // (i, j) and (j, i)
+						}
+						wq := 0.5 * w * qi[j-r0]
+						xj := xs[j*d : (j+1)*d]
+						for p, v := range xi {
+							t := v - xj[p]
+							g[p] += wq * t * t
+						}
+						g[d] += 0.5 * w * ki[j-r0]
+					}
+					// dK/dlog sigma_n^2 = sigma_n^2 I.
+					g[d+1] += 0.5 * (a[i]*a[i] - inv.Data[i*inv.Stride+i]) * e.Noise
+				}
+				parts[b] = g
 			}
-			for p := 0; p <= d; p++ {
-				grad[p] += 0.5 * w * g[p]
-			}
+		})
+	}
+	wg.Wait()
+	grad := make([]float64, d+2)
+	for _, g := range parts {
+		for p, v := range g {
+			grad[p] += v
 		}
-		// dK/dlog sigma_n^2 = sigma_n^2 I.
-		grad[d+1] += 0.5 * (a[i]*a[i] - Kinv.At(i, i)) * e.Noise
 	}
 	return grad
+}
+
+// scaleColumns returns X (row-major, len(l) columns) with column j divided by l_j.
+func scaleColumns(X, l []float64) []float64 {
+	out := make([]float64, len(X))
+	for i, v := range X {
+		out[i] = v / l[i%len(l)]
+	}
+	return out
 }
 
 // Predict writes the predictive mean k_*^T alpha and, when latentVar is not nil, the latent

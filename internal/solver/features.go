@@ -8,6 +8,7 @@ import (
 	"gonum.org/v1/gonum/blas/blas64"
 	"gonum.org/v1/gonum/mat"
 
+	"github.com/gpreduce/gpreduce/internal/linalg"
 	"github.com/gpreduce/gpreduce/internal/reduce"
 )
 
@@ -37,7 +38,7 @@ type FeatureFit struct {
 	DiagInv    []float64 // diag(M~^-1)
 
 	gram *reduce.Gram
-	chol mat.Cholesky
+	chol linalg.Cholesky
 	ainv *mat.SymDense // D M~^-1 D, formed on demand by GramDerivative
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/gpreduce/gpreduce/internal/engine"
 	"github.com/gpreduce/gpreduce/internal/features"
 	"github.com/gpreduce/gpreduce/internal/kernel"
+	"github.com/gpreduce/gpreduce/internal/linalg"
 	"github.com/gpreduce/gpreduce/internal/model"
 	"github.com/gpreduce/gpreduce/internal/reduce"
 	"github.com/gpreduce/gpreduce/internal/shard"
@@ -189,7 +190,7 @@ func (t *GramTask) Map(ctx context.Context, _ shard.Ref, tab *shard.Table) (redu
 		}
 		t.Features.MapBlock(x[:rows*d], rows, z)
 		Z := blas64.General{Rows: rows, Cols: s, Stride: s, Data: z[:rows*s]}
-		blas64.Syrk(blas.Trans, 1, Z, 1, G)
+		linalg.Syrk(blas.Trans, 1, Z, 1, G)
 		blas64.Gemv(blas.Trans, 1, Z, blas64.Vector{N: rows, Inc: 1, Data: y[:rows]}, 1, blas64.Vector{N: s, Inc: 1, Data: g.B})
 	}
 	g.N = tab.N()

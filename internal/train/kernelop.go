@@ -19,6 +19,7 @@ import (
 
 	"github.com/gpreduce/gpreduce/internal/engine"
 	"github.com/gpreduce/gpreduce/internal/kernel"
+	"github.com/gpreduce/gpreduce/internal/linalg"
 	"github.com/gpreduce/gpreduce/internal/reduce"
 	"github.com/gpreduce/gpreduce/internal/shard"
 )
@@ -107,45 +108,34 @@ func (o *KernelOp) scaledX() []float64 {
 
 // fill writes rows lo..lo+rows-1 of K (rows x n, row-major) into dst.
 func (o *KernelOp) fill(lo, rows int, dst []float64) {
-	o.fillWith(lo, rows, nil, dst, o.Kernel.Family.Profile)
+	o.fillWith(lo, rows, nil, dst, kernel.BlockK)
 }
 
 // fillCols writes rows lo..lo+rows-1 of K[:, idx] (rows x len(idx), row-major) into dst.
 func (o *KernelOp) fillCols(lo, rows int, idx []int, dst []float64) {
-	o.fillWith(lo, rows, idx, dst, o.Kernel.Family.Profile)
+	o.fillWith(lo, rows, idx, dst, kernel.BlockK)
 }
 
 // fillQ writes rows lo..lo+rows-1 of Q, Q_im = sigma_f^2 q(r_im) (kernel.Family.ProfileGrad).
 func (o *KernelOp) fillQ(lo, rows int, dst []float64) {
-	o.fillWith(lo, rows, nil, dst, func(r2 float64) float64 { _, q := o.Kernel.Family.ProfileGrad(r2); return q })
+	o.fillWith(lo, rows, nil, dst, kernel.BlockQ)
 }
 
-// fillWith writes sigma_f^2 f(r_im^2) for rows i = lo..lo+rows-1 and columns m in idx (all n
-// columns when idx is nil), row-major, from the inputs scaled by the lengthscales.
-func (o *KernelOp) fillWith(lo, rows int, idx []int, dst []float64, f func(r2 float64) float64) {
-	d, n := o.Kernel.Dim(), o.N()
-	cols := n
+// fillWith writes sigma_f^2 f(r_im^2) (f = k0 or q) for rows i = lo..lo+rows-1 and columns m in
+// idx (all n columns when idx is nil), row-major, from the inputs scaled by the lengthscales
+// (kernel.Family.ScaledBlock: an entry's bits depend only on its two rows, so cached and
+// on-the-fly blocks agree).
+func (o *KernelOp) fillWith(lo, rows int, idx []int, dst []float64, v kernel.BlockValue) {
+	d := o.Kernel.Dim()
+	xs := o.scaledX()
+	xb := xs
 	if idx != nil {
-		cols = len(idx)
-	}
-	xs, sf2 := o.scaledX(), o.Kernel.SignalVariance
-	for i := 0; i < rows; i++ {
-		xi := xs[(lo+i)*d : (lo+i+1)*d]
-		row := dst[i*cols : (i+1)*cols]
-		for c := range row {
-			m := c
-			if idx != nil {
-				m = idx[c]
-			}
-			xm := xs[m*d : (m+1)*d]
-			r2 := 0.0
-			for k, v := range xi {
-				t := v - xm[k]
-				r2 += t * t
-			}
-			row[c] = sf2 * f(r2)
+		xb = make([]float64, len(idx)*d)
+		for c, m := range idx {
+			copy(xb[c*d:(c+1)*d], xs[m*d:(m+1)*d])
 		}
 	}
+	o.Kernel.Family.ScaledBlock(v, o.Kernel.SignalVariance, xs[lo*d:(lo+rows)*d], xb, d, dst, len(xb)/d)
 }
 
 // block returns shard index's cached kernel block (rows x n), forming and caching it when it
@@ -315,7 +305,7 @@ func (t *KernelTask) mvm(ctx context.Context, index, lo, rows int) (reduce.Stats
 		}
 		Kb := blas64.General{Rows: nr, Cols: m, Stride: m, Data: kb[:nr*m]}
 		C := blas64.General{Rows: nr, Cols: k, Stride: k, Data: out.X[r0*k : (r0+nr)*k]}
-		blas64.Gemm(blas.NoTrans, blas.Trans, 1, Kb, vt, 0, C)
+		linalg.Gemm(blas.NoTrans, blas.Trans, 1, Kb, vt, 0, C)
 	}
 	return out, nil
 }
@@ -367,11 +357,11 @@ func (t *KernelTask) quad(ctx context.Context, lo, rows int) (reduce.Stats, erro
 		}
 		nr := min(kernelBlockRows, rows-r0)
 		t.Op.fillQ(lo+r0, nr, qb)
-		blas64.Gemm(blas.NoTrans, blas.NoTrans, 1, blas64.General{Rows: nr, Cols: n, Stride: n, Data: qb[:nr*n]}, Bm,
+		linalg.Gemm(blas.NoTrans, blas.NoTrans, 1, blas64.General{Rows: nr, Cols: n, Stride: n, Data: qb[:nr*n]}, Bm,
 			0, blas64.General{Rows: nr, Cols: w * k, Stride: w * k, Data: cq[:nr*w*k]})
 		if !rbf {
 			t.Op.fill(lo+r0, nr, kb)
-			blas64.Gemm(blas.NoTrans, blas.Trans, 1, blas64.General{Rows: nr, Cols: n, Stride: n, Data: kb[:nr*n]}, bt,
+			linalg.Gemm(blas.NoTrans, blas.Trans, 1, blas64.General{Rows: nr, Cols: n, Stride: n, Data: kb[:nr*n]}, bt,
 				0, blas64.General{Rows: nr, Cols: k, Stride: k, Data: ck[:nr*k]})
 		}
 		for i := 0; i < nr; i++ {

@@ -19,6 +19,7 @@ import (
 	"github.com/gpreduce/gpreduce/internal/engine"
 	"github.com/gpreduce/gpreduce/internal/features"
 	"github.com/gpreduce/gpreduce/internal/kernel"
+	"github.com/gpreduce/gpreduce/internal/linalg"
 	"github.com/gpreduce/gpreduce/internal/model"
 	"github.com/gpreduce/gpreduce/internal/reduce"
 	"github.com/gpreduce/gpreduce/internal/shard"
@@ -176,11 +177,11 @@ func (t *RFFTask) Map(ctx context.Context, _ shard.Ref, tab *shard.Table) (reduc
 		}
 		Z := blas64.General{Rows: rows, Cols: s, Stride: s, Data: z[:rows*s]}
 		yv := blas64.Vector{N: rows, Inc: 1, Data: y[:rows]}
-		blas64.Syrk(blas.Trans, 1, Z, 1, G)
+		linalg.Syrk(blas.Trans, 1, Z, 1, G)
 		blas64.Gemv(blas.Trans, 1, Z, yv, 1, blas64.Vector{N: s, Inc: 1, Data: sum.Parts[1]})
 		for k := 0; k < nd; k++ {
 			dZ := blas64.General{Rows: rows, Cols: s, Stride: s, Data: dz[k*B*s : k*B*s+rows*s]}
-			blas64.Gemm(blas.Trans, blas.NoTrans, 1, dZ, Z, 1, blas64.General{Rows: s, Cols: s, Stride: s, Data: sum.Parts[3+k]})
+			linalg.Gemm(blas.Trans, blas.NoTrans, 1, dZ, Z, 1, blas64.General{Rows: s, Cols: s, Stride: s, Data: sum.Parts[3+k]})
 			blas64.Gemv(blas.Trans, 1, dZ, yv, 1, blas64.Vector{N: s, Inc: 1, Data: sum.Parts[3+nd+k]})
 		}
 	}

@@ -1,0 +1,80 @@
+package linalg
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas64"
+	"gonum.org/v1/gonum/lapack/lapack64"
+)
+
+// The benchmarks report GFLOP/s; compare with the reference measured in the same run (README,
+// "Compute core"). They are not part of CI.
+
+// BenchmarkSyrkGram is the Gram accumulation G += Z^T Z over n = 20000 rows in blocks of 256
+// rows (as train.GramTask does); flops counted as n s^2 (the upper triangle's multiply-adds).
+func BenchmarkSyrkGram(b *testing.B) {
+	const n, block = 20000, 256
+	for _, s := range []int{256, 1024} {
+		for _, impl := range []struct {
+			name string
+			f    func(blas.Transpose, float64, blas64.General, float64, blas64.Symmetric)
+		}{{"linalg", Syrk}, {"gonum", blas64.Syrk}} {
+			b.Run(fmt.Sprintf("s=%d/%s", s, impl.name), func(b *testing.B) {
+				rng := rand.New(rand.NewPCG(1, 1))
+				z := randGeneral(rng, block, s, 0)
+				g := blas64.Symmetric{Uplo: blas.Upper, N: s, Stride: s, Data: make([]float64, s*s)}
+				b.ResetTimer()
+				for b.Loop() {
+					for lo := 0; lo < n; lo += block {
+						z.Rows = min(block, n-lo)
+						impl.f(blas.Trans, 1, z, 1, g)
+					}
+				}
+				b.ReportMetric(float64(n)*float64(s)*float64(s)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}
+
+// BenchmarkGemm is C = A B for square n x n matrices (2 n^3 flops).
+func BenchmarkGemm(b *testing.B) {
+	for _, n := range []int{512, 2048} {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(1, 1))
+			x, y, c := randGeneral(rng, n, n, 0), randGeneral(rng, n, n, 0), randGeneral(rng, n, n, 0)
+			for b.Loop() {
+				Gemm(blas.NoTrans, blas.NoTrans, 1, x, y, 0, c)
+			}
+			b.ReportMetric(2*float64(n)*float64(n)*float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}
+
+// BenchmarkPotrf is the Cholesky factorisation of an s x s SPD matrix (s^3/3 flops), lower
+// and upper (mat.Cholesky's layout) triangle, against gonum's lapack64.Potrf.
+func BenchmarkPotrf(b *testing.B) {
+	for _, s := range []int{1024, 4096} {
+		for _, impl := range []struct {
+			name string
+			f    func(blas64.Symmetric) (blas64.Triangular, bool)
+		}{{"linalg", Potrf}, {"gonum", lapack64.Potrf}} {
+			if impl.name == "gonum" && s > 1024 && !testing.Verbose() {
+				continue // minutes per factorisation; run with -v to include it
+			}
+			b.Run(fmt.Sprintf("s=%d/%s", s, impl.name), func(b *testing.B) {
+				a := randSPD(rand.New(rand.NewPCG(1, 1)), s)
+				work := make([]float64, len(a))
+				for b.Loop() {
+					copy(work, a)
+					if _, ok := impl.f(blas64.Symmetric{Uplo: blas.Upper, N: s, Stride: s, Data: work}); !ok {
+						b.Fatal("not positive definite")
+					}
+				}
+				b.ReportMetric(float64(s)*float64(s)*float64(s)/3*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}

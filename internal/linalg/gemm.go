@@ -1,0 +1,365 @@
+package linalg
+
+import (
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas64"
+)
+
+// Fixed blocking. The bits of every result depend on kc (the inner-dimension panel) and on
+// nothing else here; mr x nr is the micro-kernel's tile, mc x ncTask the unit of work of one
+// goroutine, mChunk the rows of op(A) packed at once.
+const (
+	mr     = 6   // rows of the micro-kernel tile
+	nr     = 8   // columns of the micro-kernel tile (two AVX2 vectors)
+	kc     = 256 // inner-dimension panel: fixes the summation order
+	mc     = 96  // rows per task (a multiple of mr; mc x kc of packed A stays in L2)
+	ncTask = 128 // columns per task (a multiple of nr)
+	ncPack = 4096
+	mChunk = 16 * mc
+
+	// parallelFlops is the size (m n k) below which a product runs on the calling goroutine.
+	parallelFlops = 1 << 21
+)
+
+// kernelFunc computes the mr x nr tile C += alpha * A B for packed panels: a holds k groups
+// of mr values (column k of the A panel), b holds k groups of nr values (row k of the B
+// panel). acc_ij starts at zero and takes acc = fma(a_ik, b_kj, acc) for k = 0..k-1, then
+// C_ij = fma(alpha, acc_ij, C_ij). c is row-major with stride ldc.
+type kernelFunc func(k int, a, b, c []float64, ldc int, alpha float64)
+
+// kernelGo is the portable micro-kernel: the same operations in the same order as the
+// assembly kernel.
+func kernelGo(k int, a, b, c []float64, ldc int, alpha float64) {
+	var acc [mr][nr]float64
+	a = a[:k*mr]
+	b = b[:k*nr]
+	for p := 0; p < k; p++ {
+		ap := a[p*mr : p*mr+mr : p*mr+mr]
+		bp := b[p*nr : p*nr+nr : p*nr+nr]
+		for i := range mr {
+			ai := ap[i]
+			row := &acc[i]
+			for j := range nr {
+				row[j] = math.FMA(ai, bp[j], row[j])
+			}
+		}
+	}
+	for i := range mr {
+		ci := c[i*ldc : i*ldc+nr]
+		for j := range nr {
+			ci[j] = math.FMA(alpha, acc[i][j], ci[j])
+		}
+	}
+}
+
+// view is op(X) of a row-major matrix: element (i, j) is data[i*stride+j], or
+// data[j*stride+i] when trans is set.
+type view struct {
+	data   []float64
+	stride int
+	trans  bool
+}
+
+func viewOf(g blas64.General, t blas.Transpose) view {
+	return view{data: g.Data, stride: g.Stride, trans: t != blas.NoTrans}
+}
+
+// at returns the view of op(X) starting at element (i, j).
+func (v view) at(i, j int) view {
+	if v.trans {
+		i, j = j, i
+	}
+	off := i*v.stride + j
+	if off >= len(v.data) {
+		return view{stride: v.stride, trans: v.trans}
+	}
+	v.data = v.data[off:]
+	return v
+}
+
+// tri selects which part of a square C a product writes.
+type tri int
+
+const (
+	full  tri = iota
+	upper     // j >= i
+	lower     // j <= i
+)
+
+// inTri reports whether the tile rows [i0, i1) x columns [j0, j1) meets the written part, and
+// whether it lies entirely inside it.
+func (t tri) tile(i0, i1, j0, j1 int) (meets, inside bool) {
+	switch t {
+	case upper:
+		return j1-1 >= i0, j0 >= i1-1
+	case lower:
+		return j0 <= i1-1, j1-1 <= i0
+	}
+	return true, true
+}
+
+// gemmCore computes C += alpha op(A) op(B) for op(A) m x k and op(B) k x n, on the part of C
+// selected by t. C is row-major with stride ldc. It is the only place where products are
+// summed, so it fixes the bits of every routine in the package.
+func gemmCore(kern kernelFunc, m, n, k int, alpha float64, a, b view, c []float64, ldc int, t tri) {
+	if m == 0 || n == 0 || k == 0 || alpha == 0 {
+		return
+	}
+	workers := 1
+	if float64(m)*float64(n)*float64(k) >= parallelFlops {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	bpb := getBuf(roundUp(min(n, ncPack), nr) * min(k, kc))
+	apb := getBuf(roundUp(min(m, mChunk), mr) * min(k, kc))
+	defer packPool.Put(bpb)
+	defer packPool.Put(apb)
+	ap, bp := *apb, *bpb
+	for jc := 0; jc < n; jc += ncPack {
+		nc := min(ncPack, n-jc)
+		for pc := 0; pc < k; pc += kc {
+			kk := min(kc, k-pc)
+			if meets, _ := t.tile(0, m, jc, jc+nc); !meets {
+				continue
+			}
+			packB(bp, b.at(pc, jc), kk, nc)
+			for ic := 0; ic < m; ic += mChunk {
+				mm := min(mChunk, m-ic)
+				if meets, _ := t.tile(ic, ic+mm, jc, jc+nc); !meets {
+					continue
+				}
+				packA(ap, a.at(ic, pc), mm, kk)
+				macro(kern, workers, ap, bp, mm, nc, kk, alpha, c, ic, jc, ldc, t)
+			}
+		}
+	}
+}
+
+// packPool recycles packing buffers between calls: a cache with no observable state (a
+// buffer's contents are always overwritten before use).
+var packPool sync.Pool
+
+func getBuf(n int) *[]float64 {
+	if b, ok := packPool.Get().(*[]float64); ok && cap(*b) >= n {
+		*b = (*b)[:n]
+		return b
+	}
+	b := make([]float64, n)
+	return &b
+}
+
+func roundUp(x, q int) int { return (x + q - 1) / q * q }
+
+// packA copies op(A)[0:m, 0:k] into panels of mr rows: panel q holds, for each p, the mr
+// values op(A)[q mr + i, p], zero-padded past m.
+func packA(dst []float64, a view, m, k int) {
+	for q := 0; q < m; q += mr {
+		rows := min(mr, m-q)
+		panel := dst[q*k : q*k+mr*k]
+		if a.trans {
+			for p := range k {
+				src := a.data[p*a.stride+q:]
+				d := panel[p*mr : p*mr+mr : p*mr+mr]
+				if rows == mr {
+					src = src[:mr:mr]
+					d[0], d[1], d[2], d[3], d[4], d[5] = src[0], src[1], src[2], src[3], src[4], src[5]
+					continue
+				}
+				copy(d, src[:rows])
+				clear(d[rows:])
+			}
+			continue
+		}
+		for i := range rows {
+			src := a.data[(q+i)*a.stride : (q+i)*a.stride+k]
+			for p, v := range src {
+				panel[p*mr+i] = v
+			}
+		}
+		for i := rows; i < mr; i++ {
+			for p := range k {
+				panel[p*mr+i] = 0
+			}
+		}
+	}
+}
+
+// packB copies op(B)[0:k, 0:n] into panels of nr columns: panel q holds, for each p, the nr
+// values op(B)[p, q nr + j], zero-padded past n.
+func packB(dst []float64, b view, k, n int) {
+	for q := 0; q < n; q += nr {
+		cols := min(nr, n-q)
+		panel := dst[q*k : q*k+nr*k]
+		if !b.trans {
+			for p := range k {
+				src := b.data[p*b.stride+q:]
+				d := panel[p*nr : p*nr+nr : p*nr+nr]
+				if cols == nr {
+					src = src[:nr:nr]
+					d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7] = src[0], src[1], src[2], src[3], src[4], src[5], src[6], src[7]
+					continue
+				}
+				copy(d, src[:cols])
+				clear(d[cols:])
+			}
+			continue
+		}
+		for j := range cols {
+			src := b.data[(q+j)*b.stride : (q+j)*b.stride+k]
+			for p, v := range src {
+				panel[p*nr+j] = v
+			}
+		}
+		for j := cols; j < nr; j++ {
+			for p := range k {
+				panel[p*nr+j] = 0
+			}
+		}
+	}
+}
+
+// macro runs the micro-kernel over the packed m x k block of A (rows ic.. of C) and the
+// packed k x n block of B (columns jc.. of C), split into mc x ncTask tasks shared by up to
+// workers goroutines. Tasks write disjoint tiles, so the split never changes the bits.
+func macro(kern kernelFunc, workers int, ap, bp []float64, m, n, k int, alpha float64, c []float64, ic, jc, ldc int, t tri) {
+	type task struct{ i0, j0 int }
+	var tasks []task
+	for i0 := 0; i0 < m; i0 += mc {
+		for j0 := 0; j0 < n; j0 += ncTask {
+			if meets, _ := t.tile(ic+i0, ic+min(i0+mc, m), jc+j0, jc+min(j0+ncTask, n)); meets {
+				tasks = append(tasks, task{i0, j0})
+			}
+		}
+	}
+	run := func(tk task) {
+		var tmp [mr * nr]float64
+		i1, j1 := min(tk.i0+mc, m), min(tk.j0+ncTask, n)
+		for j := tk.j0; j < j1; j += nr {
+			bpan := bp[j*k : j*k+nr*k]
+			cols := min(nr, n-j)
+			for i := tk.i0; i < i1; i += mr {
+				rows := min(mr, m-i)
+				gi, gj := ic+i, jc+j
+				meets, inside := t.tile(gi, gi+rows, gj, gj+cols)
+				if !meets {
+					continue
+				}
+				apan := ap[i*k : i*k+mr*k]
+				if inside && rows == mr && cols == nr {
+					kern(k, apan, bpan, c[gi*ldc+gj:], ldc, alpha)
+					continue
+				}
+				// Edge or diagonal tile: run the kernel on a copy, write back the selected part.
+				for r := range rows {
+					copy(tmp[r*nr:r*nr+cols], c[(gi+r)*ldc+gj:(gi+r)*ldc+gj+cols])
+				}
+				kern(k, apan, bpan, tmp[:], nr, alpha)
+				for r := range rows {
+					for s := range cols {
+						if t == full || (t == upper && gj+s >= gi+r) || (t == lower && gj+s <= gi+r) {
+							c[(gi+r)*ldc+gj+s] = tmp[r*nr+s]
+						}
+					}
+				}
+			}
+		}
+	}
+	workers = min(workers, len(tasks))
+	if workers <= 1 {
+		for _, tk := range tasks {
+			run(tk)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(tasks) {
+					return
+				}
+				run(tasks[i])
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// scale sets C = beta C on the part selected by t (C = 0 when beta is 0, whatever C held, as
+// in the reference BLAS).
+func scale(beta float64, m, n int, c []float64, ldc int, t tri) {
+	if beta == 1 {
+		return
+	}
+	for i := range m {
+		j0, j1 := 0, n
+		switch t {
+		case upper:
+			j0 = i
+		case lower:
+			j1 = i + 1
+		}
+		row := c[i*ldc+j0 : i*ldc+j1]
+		if beta == 0 {
+			clear(row)
+			continue
+		}
+		for j := range row {
+			row[j] *= beta
+		}
+	}
+}
+
+// Gemm computes C = alpha op(A) op(B) + beta C, with the arguments of blas64.Gemm.
+func Gemm(tA, tB blas.Transpose, alpha float64, a, b blas64.General, beta float64, c blas64.General) {
+	gemmWith(bestKernel, tA, tB, alpha, a, b, beta, c)
+}
+
+func gemmWith(kern kernelFunc, tA, tB blas.Transpose, alpha float64, a, b blas64.General, beta float64, c blas64.General) {
+	m, k := a.Rows, a.Cols
+	if tA != blas.NoTrans {
+		m, k = k, m
+	}
+	kb, n := b.Rows, b.Cols
+	if tB != blas.NoTrans {
+		kb, n = n, kb
+	}
+	if k != kb || c.Rows != m || c.Cols != n {
+		panic("linalg: Gemm: dimension mismatch")
+	}
+	scale(beta, m, n, c.Data, c.Stride, full)
+	gemmCore(kern, m, n, k, alpha, viewOf(a, tA), viewOf(b, tB), c.Data, c.Stride, full)
+}
+
+// Syrk computes the triangle c.Uplo of C = alpha A A^T + beta C (t = blas.NoTrans, A is
+// n x k) or C = alpha A^T A + beta C (t = blas.Trans, A is k x n), with the arguments of
+// blas64.Syrk. The Gram accumulation G += Z^T Z is Syrk(blas.Trans, 1, Z, 1, G).
+func Syrk(t blas.Transpose, alpha float64, a blas64.General, beta float64, c blas64.Symmetric) {
+	syrkWith(bestKernel, t, alpha, a, beta, c)
+}
+
+func syrkWith(kern kernelFunc, t blas.Transpose, alpha float64, a blas64.General, beta float64, c blas64.Symmetric) {
+	n, k := a.Rows, a.Cols
+	if t != blas.NoTrans {
+		n, k = k, n
+	}
+	if c.N != n {
+		panic("linalg: Syrk: dimension mismatch")
+	}
+	part := upper
+	if c.Uplo == blas.Lower {
+		part = lower
+	}
+	opB := blas.Trans
+	if t != blas.NoTrans {
+		opB = blas.NoTrans
+	}
+	scale(beta, n, n, c.Data, c.Stride, part)
+	gemmCore(kern, n, n, k, alpha, viewOf(a, t), viewOf(a, opB), c.Data, c.Stride, part)
+}

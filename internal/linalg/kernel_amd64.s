@@ -1,0 +1,230 @@
+#include "textflag.h"
+
+// One step of the 6x8 micro-kernel: row p of the B panel in Y0, Y1, the six A values
+// broadcast in turn, accumulators Y4..Y15 (row i in Y(4+2i), Y(5+2i)).
+// VFMADD231PD x, y, z computes z = y*x + z with one rounding, as math.FMA(y, x, z).
+#define STEP(aoff, boff) \
+	VMOVUPD boff(DI), Y0 \
+	VMOVUPD boff+32(DI), Y1 \
+	VBROADCASTSD aoff(SI), Y2 \
+	VBROADCASTSD aoff+8(SI), Y3 \
+	VFMADD231PD Y0, Y2, Y4 \
+	VFMADD231PD Y1, Y2, Y5 \
+	VFMADD231PD Y0, Y3, Y6 \
+	VFMADD231PD Y1, Y3, Y7 \
+	VBROADCASTSD aoff+16(SI), Y2 \
+	VBROADCASTSD aoff+24(SI), Y3 \
+	VFMADD231PD Y0, Y2, Y8 \
+	VFMADD231PD Y1, Y2, Y9 \
+	VFMADD231PD Y0, Y3, Y10 \
+	VFMADD231PD Y1, Y3, Y11 \
+	VBROADCASTSD aoff+32(SI), Y2 \
+	VBROADCASTSD aoff+40(SI), Y3 \
+	VFMADD231PD Y0, Y2, Y12 \
+	VFMADD231PD Y1, Y2, Y13 \
+	VFMADD231PD Y0, Y3, Y14 \
+	VFMADD231PD Y1, Y3, Y15
+
+// C row i += alpha * acc row i, by one fused multiply-add per element.
+#define STORE(lo, hi) \
+	VMOVUPD (DX), Y1 \
+	VMOVUPD 32(DX), Y2 \
+	VFMADD231PD lo, Y0, Y1 \
+	VFMADD231PD hi, Y0, Y2 \
+	VMOVUPD Y1, (DX) \
+	VMOVUPD Y2, 32(DX) \
+	ADDQ R8, DX
+
+// func kernelAVX2(k int, a, b, c []float64, ldc int, alpha float64)
+TEXT ·kernelAVX2(SB), NOSPLIT, $0-96
+	MOVQ k+0(FP), CX
+	MOVQ a_base+8(FP), SI
+	MOVQ b_base+32(FP), DI
+	MOVQ c_base+56(FP), DX
+	MOVQ ldc+80(FP), R8
+	SHLQ $3, R8
+	VXORPD Y4, Y4, Y4
+	VXORPD Y5, Y5, Y5
+	VXORPD Y6, Y6, Y6
+	VXORPD Y7, Y7, Y7
+	VXORPD Y8, Y8, Y8
+	VXORPD Y9, Y9, Y9
+	VXORPD Y10, Y10, Y10
+	VXORPD Y11, Y11, Y11
+	VXORPD Y12, Y12, Y12
+	VXORPD Y13, Y13, Y13
+	VXORPD Y14, Y14, Y14
+	VXORPD Y15, Y15, Y15
+
+loop4:
+	CMPQ CX, $4
+	JLT  loop1
+	PREFETCHT0 384(SI)
+	STEP(0, 0)
+	STEP(48, 64)
+	PREFETCHT0 512(DI)
+	STEP(96, 128)
+	STEP(144, 192)
+	ADDQ $192, SI
+	ADDQ $256, DI
+	SUBQ $4, CX
+	JMP  loop4
+
+loop1:
+	TESTQ CX, CX
+	JE    done
+	STEP(0, 0)
+	ADDQ $48, SI
+	ADDQ $64, DI
+	DECQ CX
+	JMP  loop1
+
+done:
+	VBROADCASTSD alpha+88(FP), Y0
+	STORE(Y4, Y5)
+	STORE(Y6, Y7)
+	STORE(Y8, Y9)
+	STORE(Y10, Y11)
+	STORE(Y12, Y13)
+	STORE(Y14, Y15)
+	VZEROUPPER
+	RET
+
+// func axpyNegAVX2(t float64, x, y []float64)
+// y[j] = fma(-t, x[j], y[j]) for j < len(y), as math.FMA(-t, x[j], y[j]).
+TEXT ·axpyNegAVX2(SB), NOSPLIT, $0-56
+	MOVSD t+0(FP), X0
+	MOVQ  $0x8000000000000000, AX
+	MOVQ  AX, X1
+	XORPD X1, X0
+	VBROADCASTSD X0, Y0
+	MOVQ x_base+8(FP), SI
+	MOVQ y_base+32(FP), DI
+	MOVQ y_len+40(FP), CX
+
+axpy16:
+	CMPQ CX, $16
+	JLT  axpy4
+	VMOVUPD (DI), Y1
+	VMOVUPD 32(DI), Y2
+	VMOVUPD 64(DI), Y3
+	VMOVUPD 96(DI), Y4
+	VFMADD231PD (SI), Y0, Y1
+	VFMADD231PD 32(SI), Y0, Y2
+	VFMADD231PD 64(SI), Y0, Y3
+	VFMADD231PD 96(SI), Y0, Y4
+	VMOVUPD Y1, (DI)
+	VMOVUPD Y2, 32(DI)
+	VMOVUPD Y3, 64(DI)
+	VMOVUPD Y4, 96(DI)
+	ADDQ $128, SI
+	ADDQ $128, DI
+	SUBQ $16, CX
+	JMP  axpy16
+
+axpy4:
+	CMPQ CX, $4
+	JLT  axpy1
+	VMOVUPD (DI), Y1
+	VFMADD231PD (SI), Y0, Y1
+	VMOVUPD Y1, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	SUBQ $4, CX
+	JMP  axpy4
+
+axpy1:
+	TESTQ CX, CX
+	JE    axpydone
+	VMOVSD (DI), X1
+	VFMADD231SD (SI), X0, X1
+	VMOVSD X1, (DI)
+	ADDQ $8, SI
+	ADDQ $8, DI
+	DECQ CX
+	JMP  axpy1
+
+axpydone:
+	VZEROUPPER
+	RET
+
+// func expAVX2(dst, x []float64, table *float64)
+// dst[i] = exp(x[i]) for i < len(dst) &^ 3, exactly as expGo (exp.go) lane by lane.
+TEXT ·expAVX2(SB), NOSPLIT, $0-56
+	MOVQ dst_base+0(FP), DI
+	MOVQ dst_len+8(FP), CX
+	MOVQ x_base+24(FP), SI
+	MOVQ table+48(FP), R9
+	SHRQ $2, CX
+	VBROADCASTSD 24(R9), Y12 // hi
+	VBROADCASTSD 32(R9), Y13 // lo
+	VBROADCASTSD 0(R9), Y14  // log2 e
+	VPBROADCASTQ 48(R9), Y15 // 1023
+
+exploop:
+	TESTQ CX, CX
+	JE    expdone
+	VMOVUPD (SI), Y0             // x
+	VMINPD  Y12, Y0, Y1
+	VMAXPD  Y13, Y1, Y1          // x clamped to [lo, hi]
+	VMULPD  Y14, Y1, Y2
+	VROUNDPD $0, Y2, Y2          // kf = round-to-even(x log2 e)
+	VBROADCASTSD 8(R9), Y3
+	VFNMADD231PD Y3, Y2, Y1      // r = fma(-kf, ln2hi, x)
+	VBROADCASTSD 16(R9), Y3
+	VFNMADD231PD Y3, Y2, Y1      // r = fma(-kf, ln2lo, r)
+	VBROADCASTSD 64(R9), Y4      // p = c13
+	VBROADCASTSD 72(R9), Y3
+	VFMADD213PD Y3, Y1, Y4       // p = fma(p, r, c12)
+	VBROADCASTSD 80(R9), Y3
+	VFMADD213PD Y3, Y1, Y4
+	VBROADCASTSD 88(R9), Y3
+	VFMADD213PD Y3, Y1, Y4
+	VBROADCASTSD 96(R9), Y3
+	VFMADD213PD Y3, Y1, Y4
+	VBROADCASTSD 104(R9), Y3
+	VFMADD213PD Y3, Y1, Y4
+	VBROADCASTSD 112(R9), Y3
+	VFMADD213PD Y3, Y1, Y4
+	VBROADCASTSD 120(R9), Y3
+	VFMADD213PD Y3, Y1, Y4
+	VBROADCASTSD 128(R9), Y3
+	VFMADD213PD Y3, Y1, Y4
+	VBROADCASTSD 136(R9), Y3
+	VFMADD213PD Y3, Y1, Y4
+	VBROADCASTSD 144(R9), Y3
+	VFMADD213PD Y3, Y1, Y4
+	VBROADCASTSD 152(R9), Y3
+	VFMADD213PD Y3, Y1, Y4
+	VBROADCASTSD 160(R9), Y3
+	VFMADD213PD Y3, Y1, Y4
+	VBROADCASTSD 168(R9), Y3
+	VFMADD213PD Y3, Y1, Y4       // p = fma(p, r, c0)
+	VCVTPD2DQY Y2, X5            // k
+	VPSRAD  $1, X5, X6           // k1 = k >> 1
+	VPSUBD  X6, X5, X7           // k2 = k - k1
+	VPMOVSXDQ X6, Y6
+	VPMOVSXDQ X7, Y7
+	VPADDQ  Y15, Y6, Y6
+	VPADDQ  Y15, Y7, Y7
+	VPSLLQ  $52, Y6, Y6          // 2^k1
+	VPSLLQ  $52, Y7, Y7          // 2^k2
+	VMULPD  Y6, Y4, Y4
+	VMULPD  Y7, Y4, Y4           // (p 2^k1) 2^k2
+	VBROADCASTSD 40(R9), Y3      // +Inf
+	VCMPPD  $0x1e, Y12, Y0, Y8   // x > hi
+	VBLENDVPD Y8, Y3, Y4, Y4
+	VXORPD  Y3, Y3, Y3
+	VCMPPD  $0x11, Y13, Y0, Y8   // x < lo
+	VBLENDVPD Y8, Y3, Y4, Y4
+	VCMPPD  $3, Y0, Y0, Y8       // x is NaN
+	VBLENDVPD Y8, Y0, Y4, Y4
+	VMOVUPD Y4, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JMP  exploop
+
+expdone:
+	VZEROUPPER
+	RET

@@ -1,0 +1,13 @@
+#!/bin/sh
+# Compute-core benchmarks (README, "Compute core"): the Go kernels and the numpy/OpenBLAS and
+# torch references, in one run on this machine, with 1 thread and with all cores. Not in CI.
+set -e
+cd "$(dirname "$0")/.."
+cores=$(nproc)
+for t in 1 "$cores"; do
+	echo "== $t thread(s)"
+	go test -run XXX -bench 'SyrkGram/s=/linalg' -benchtime 3x -cpu "$t" ./internal/linalg/ | grep Benchmark
+	go test -run XXX -bench 'Potrf/s=/linalg' -benchtime 3x -cpu "$t" ./internal/linalg/ | grep Benchmark
+	go test -run XXX -bench 'ScaledBlock/.*/block' -benchtime 5x -cpu "$t" ./internal/kernel/ | grep Benchmark
+	OPENBLAS_NUM_THREADS=$t OMP_NUM_THREADS=$t /usr/bin/python3 scripts/bench-core.py "$t"
+done

@@ -116,36 +116,73 @@ func (r *run) trainKMCG(ctx context.Context, eng engine.Engine, p *prepared) (*m
 		R = make([]float64, n*P) // column-major like Z
 		columnsOf(R, rows.X, n, P)
 	}
-	obs(Event{Phase: "fit", Message: fmt.Sprintf("%d CG directions; refitting the noise at O(P^3)", P)})
-
-	// Step 7: the P x P statistics and the noise refit.
+	// Step 7: the P x P statistics and the noise.
 	post, err := newKMCGPost(S, Z, R, y, M, P)
 	if err != nil {
 		return nil, fmt.Errorf("kmcg: %w", err)
 	}
-	lo, hi := math.Log(spec.NoiseVarianceBounds[0]), math.Log(spec.NoiseVarianceBounds[1])
-	s2 := math.Exp(maximize1D(func(u float64) float64 {
-		v, err := post.evidence(math.Exp(u))
-		if err != nil {
-			return math.Inf(-1)
-		}
-		return v
-	}, lo, hi))
-	lml, err := post.evidence(s2)
-	if err != nil {
-		return nil, fmt.Errorf("kmcg: evidence at the refitted noise %g: %w", s2, err)
+	s2 := h.NoiseVariance
+	if spec.KMCGNoise == "evidence" {
+		obs(Event{Phase: "fit", Message: fmt.Sprintf("%d CG directions; refitting the noise by the KMCG evidence (eq. 16) at O(P^3)", P)})
+		lo, hi := math.Log(spec.NoiseVarianceBounds[0]), math.Log(spec.NoiseVarianceBounds[1])
+		s2 = math.Exp(maximize1D(func(u float64) float64 {
+			v, err := post.evidence(math.Exp(u))
+			if err != nil {
+				return math.Inf(-1)
+			}
+			return v
+		}, lo, hi))
+	} else {
+		obs(Event{Phase: "fit", Message: fmt.Sprintf("%d CG directions", P)})
 	}
+	theta := append([]float64(nil), r.ck.Start...)
+	theta[d+1] = math.Log(s2)
 
-	// Step 8: the posterior.
-	pred, err := post.predictor(s2)
+	// Step 8: the mean weights (eq. 15), on all n rows when X_M is a subset.
+	am, err := post.weights(s2)
 	if err != nil {
 		return nil, fmt.Errorf("kmcg: %w", err)
 	}
-	pred.Kernel, pred.X, pred.D = kern, xm, d
-	theta := append([]float64(nil), r.ck.Start...)
-	theta[d+1] = math.Log(s2)
+	alpha := am
+	if M < n {
+		alpha = make([]float64, n)
+		for i, j := range kmcgSubset(n, M, spec.Seed) {
+			alpha[j] = am[i]
+		}
+	}
+
+	// Step 9: the variance cache of K_hat at (theta, s2).
+	kop := &kernelOperator{ctx: ctx, eng: eng, op: op, noise: s2}
+	vc, err := varianceCache(kop, y, spec, obs)
+	if err != nil {
+		return nil, fmt.Errorf("kmcg: %w", err)
+	}
+
+	// Step 10: the log likelihood at the final hyperparameters.
+	var lml, se float64
+	var warns []model.Warning
+	if limit := orInt(spec.ExactMaxRows, DefaultExactMaxRows); n <= limit {
+		obs(Event{Phase: "fit", Message: fmt.Sprintf("exact log likelihood at the final hyperparameters (n = %d <= exact-max-rows %d)", n, limit)})
+		ex, err := solver.NewExact(kern, s2, x, d, y)
+		if err != nil {
+			return nil, fmt.Errorf("kmcg: log likelihood: %w", err)
+		}
+		lml = ex.LogMarginalLikelihood()
+	} else {
+		c := &cgProblem{ctx: ctx, eng: eng, fam: fam, d: d, n: n, x: x, y: y, offsets: offsets, spec: spec}
+		lp, _, _, err := c.solveMean(theta, rand.New(rand.NewPCG(spec.Seed, kmcgStream+1)), obs)
+		if err != nil {
+			return nil, fmt.Errorf("kmcg: log likelihood: %w", err)
+		}
+		lml, se, warns = lp.lml, lp.se, lp.warnings
+	}
+
 	m := newModel(spec, p, &fitted{theta: theta}, lml)
-	m.Expansion = pred
+	m.LogLikSE = se
+	m.Expansion = &solver.ExpansionPredictor{Kernel: kern, X: x, D: d, Alpha: alpha, Minus: vc.minus, RMinus: vc.rank}
+	for _, w := range append(warns, vc.warnings...) {
+		m.Warn(w.Code, "%s", w.Message)
+	}
 	return m, nil
 }
 
@@ -255,9 +292,9 @@ func (k *kmcgPost) evidence(s2 float64) (float64, error) {
 	return -(k.yy-floats.Dot(k.b, beta))/(2*s2) - 0.5*L2.LogDet() + 0.5*k.L1.LogDet() - 0.5*(n-p)*math.Log(s2) - 0.5*n*math.Log(2*math.Pi), nil
 }
 
-// predictor returns the weights a = S beta and the variance factors S L1^-T and S L2^-T.
-func (k *kmcgPost) predictor(s2 float64) (*solver.ExpansionPredictor, error) {
-	L2, beta, err := k.factor(s2)
+// weights returns the mean weights a = S beta on X_M (eq. 15: mean(x) = k(x, X_M) a).
+func (k *kmcgPost) weights(s2 float64) ([]float64, error) {
+	_, beta, err := k.factor(s2)
 	if err != nil {
 		return nil, err
 	}
@@ -269,9 +306,7 @@ func (k *kmcgPost) predictor(s2 float64) (*solver.ExpansionPredictor, error) {
 			alpha[i] += beta[c] * sc[i]
 		}
 	}
-	return &solver.ExpansionPredictor{
-		Alpha: alpha, Minus: rightSolveLT(k.S, m, p, &k.L1), RMinus: p, Plus: rightSolveLT(k.S, m, p, L2), RPlus: p, PlusScale: s2,
-	}, nil
+	return alpha, nil
 }
 
 // rightSolveLT returns V L^-T (m x r, row-major) for V m x r column-major and the Cholesky

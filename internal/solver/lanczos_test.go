@@ -1,8 +1,10 @@
 package solver
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"gonum.org/v1/gonum/mat"
@@ -231,5 +233,84 @@ func TestLanczosVarianceGap(t *testing.T) {
 	_, _, _, r, err = LanczosBasis(prob.op(), b, n, 0, func(j int, _ []float64, _, _ float64) bool { return j == 7 })
 	if err != nil || r != 7 {
 		t.Fatalf("stopped at rank %d (%v), want 7", r, err)
+	}
+}
+
+// GolubWelsch gives the eigenvalues of a symmetric tridiagonal matrix and the squared first
+// components of its eigenvectors, as a full dense eigendecomposition does, for random,
+// graded, repeated-eigenvalue and 1 x 1 matrices.
+func TestGolubWelschMatchesEigenSym(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 2))
+	for _, tc := range []struct {
+		name string
+		n    int
+		make func(j int) (d, e float64)
+	}{
+		{"random", 60, func(int) (float64, float64) { return rng.NormFloat64(), rng.NormFloat64() }},
+		{"graded", 40, func(j int) (float64, float64) { return math.Pow(10, -float64(j)/4), 0.3 * math.Pow(10, -float64(j)/4) }},
+		{"repeated", 30, func(j int) (float64, float64) { return 2, 1e-9 * float64(j%3) }},
+		{"lanczos-like", 100, func(j int) (float64, float64) { return 1 + rng.Float64(), 0.5 * rng.Float64() }},
+		{"one", 1, func(int) (float64, float64) { return 3.5, 0 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := tc.n
+			d, e := make([]float64, n), make([]float64, n)
+			T := mat.NewSymDense(n, nil)
+			for j := 0; j < n; j++ {
+				d[j], e[j] = tc.make(j)
+				T.SetSym(j, j, d[j])
+				if j+1 < n {
+					T.SetSym(j+1, j, e[j])
+				}
+			}
+			scale := mat.Norm(T, 2)
+			var eig mat.EigenSym
+			if !eig.Factorize(T, true) {
+				t.Fatal("EigenSym failed")
+			}
+			var V mat.Dense
+			eig.VectorsTo(&V)
+			w, err := GolubWelsch(d, e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Compare the rules through moments e_1^T T^p e_1 = sum_k w_k theta_k^p and the
+			// sorted eigenvalues (the rules' orders differ).
+			vals := eig.Values(nil)
+			got := append([]float64(nil), d...)
+			slices.Sort(got)
+			for k := range vals {
+				if math.Abs(got[k]-vals[k]) > 1e-12*scale {
+					t.Fatalf("eigenvalue %d: %v, EigenSym %v", k, got[k], vals[k])
+				}
+			}
+			for p := 0; p <= 4; p++ {
+				var a, b float64
+				for k := range vals {
+					a += w[k] * math.Pow(d[k]/scale, float64(p))
+					b += V.At(0, k) * V.At(0, k) * math.Pow(vals[k]/scale, float64(p))
+				}
+				if math.Abs(a-b) > 1e-12 {
+					t.Errorf("moment %d: Golub-Welsch %v, EigenSym %v", p, a, b)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkLanczosQuadrature(b *testing.B) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	for _, J := range []int{100, 400} {
+		alpha, beta := make([]float64, J), make([]float64, J)
+		for j := range alpha {
+			alpha[j], beta[j] = 0.5+rng.Float64(), 0.5*rng.Float64()
+		}
+		b.Run(fmt.Sprintf("J=%d", J), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				if _, err := LanczosQuadrature(alpha, beta, math.Log); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

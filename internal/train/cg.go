@@ -30,9 +30,12 @@ package train
 //     probes' CG coefficients and log|P| (§1.4); like the gradient it is biased for fixed J;
 //  5. the posterior at the final theta: PCG on [y, z_1..z_p] to relative residual cg-tol (at
 //     most 1000 iterations; digest 004 §6) gives alpha = K_hat^-1 y and the SLQ log marginal
-//     likelihood; variance-rank Lanczos steps on K_hat from y with full reorthogonalisation give
-//     the LOVE cache K_hat^-1 ~= Q T^-1 Q^T, stored as Minus = Q L_T^-T (T = L_T L_T^T), whose
-//     variances are never below the exact ones.
+//     likelihood with its standard error over the probes (stored as the model's LogLikSE, with a
+//     WarnEstimate warning); Lanczos steps on K_hat from y with full reorthogonalisation give
+//     the variance cache K_hat^-1 ~= Q T^-1 Q^T, stored as Minus = Q L_T^-T (T = L_T L_T^T),
+//     whose variances are never below the exact ones, grown until they are within an estimated
+//     5% of the exact ones at 64 training inputs (varianceCache), or of the fixed
+//     variance-rank.
 //
 // Checkpoints hold the start and Adam's state after each step; the rows pass is repeated on
 // resume (deterministic), so a resumed run gives the same model bits.

@@ -24,10 +24,12 @@ import (
 // k(X, X) + sigma_n^2 I, in the exact latent variance k(x,x) - k_x^T K^-1 k_x, so a row costs
 // O(m (D + RMinus + RPlus)) and no solve with K:
 //
-//   - CG (the LOVE cache, digest 004 §6): J Lanczos steps on K give K ~= Q T Q^T with Q
-//     m x J orthonormal and T = L L^T, so K^-1 ~= Q T^-1 Q^T and Minus = Q L^-T (RMinus = J).
-//   - KMCG (digest 003 §2.7): Minus = S L1^-T and Plus = S L2^-T from the search directions S
-//     and the Cholesky factors L1, L2 of its two projected systems, PlusScale = sigma_n^2.
+//   - cg and kmcg (the Lanczos cache of LOVE, digest 004 §6): J Lanczos steps on K give
+//     K ~= Q T Q^T with Q m x J orthonormal and T = L L^T, so K^-1 ~= Q T^-1 Q^T and
+//     Minus = Q L^-T (RMinus = J, RPlus = 0); J grows until the variances converge.
+//   - KMCG's own DTC-style variance (digest 003 §2.7, eq. 15b), which the methods no longer
+//     store: Minus = S L1^-T and Plus = S L2^-T from the search directions S and the Cholesky
+//     factors L1, L2 of its two projected systems, PlusScale = sigma_n^2.
 //
 // The noisy variance is the latent variance plus sigma_n^2, which the predictor does not hold.
 type ExpansionPredictor struct {

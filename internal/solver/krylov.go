@@ -6,6 +6,7 @@ import (
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
+	"gonum.org/v1/gonum/mat"
 )
 
 // LanczosStep is called by LanczosBasis after step j (1-based) with the new basis vector q_j
@@ -87,6 +88,20 @@ func LanczosBasis(op Operator, b []float64, rank int, tol float64, step LanczosS
 			q[i] = w[i] / beta
 		}
 	}
+}
+
+// SymTridiagonal returns the r x r symmetric tridiagonal matrix with diagonal diag (r) and
+// off-diagonal off (off[j] = T_{j+1,j}, at least r-1 entries), e.g. LanczosBasis's T.
+func SymTridiagonal(diag, off []float64) *mat.SymDense {
+	r := len(diag)
+	T := mat.NewSymDense(r, nil)
+	for j := 0; j < r; j++ {
+		T.SetSym(j, j, diag[j])
+		if j > 0 {
+			T.SetSym(j, j-1, off[j-1])
+		}
+	}
+	return T
 }
 
 // VarianceGap watches a Lanczos variance cache grow (LanczosBasis with its Step as the step

@@ -198,15 +198,8 @@ func TestLanczosVarianceGap(t *testing.T) {
 			}
 		}
 	}
-	T := mat.NewSymDense(r, nil)
-	for j := 0; j < r; j++ {
-		T.SetSym(j, j, diag[j])
-		if j > 0 {
-			T.SetSym(j, j-1, off[j-1])
-		}
-	}
 	var ch mat.Cholesky
-	if !ch.Factorize(T) {
+	if !ch.Factorize(SymTridiagonal(diag, off)) {
 		t.Fatal("tridiagonal not positive definite")
 	}
 	for c := 0; c < p; c++ {

@@ -558,15 +558,8 @@ func varianceCache(kop *kernelOperator, y []float64, spec Spec, obs Observer) (*
 	if err != nil {
 		return nil, fmt.Errorf("variance cache: %w", err)
 	}
-	T := mat.NewSymDense(rk, nil)
-	for j := 0; j < rk; j++ {
-		T.SetSym(j, j, diag[j])
-		if j > 0 {
-			T.SetSym(j, j-1, off[j-1])
-		}
-	}
 	var ch mat.Cholesky
-	if !ch.Factorize(T) {
+	if !ch.Factorize(solver.SymTridiagonal(diag, off)) {
 		return nil, fmt.Errorf("variance cache: the Lanczos tridiagonal of rank %d is not positive definite", rk)
 	}
 	vc := &lanczosCache{minus: rightSolveLT(Q, n, rk, &ch), rank: rk, gap: mon.Gap()}

@@ -132,6 +132,7 @@ func (r *run) trainKMCG(ctx context.Context, eng engine.Engine, p *prepared) (*m
 	if err != nil {
 		return nil, fmt.Errorf("kmcg: %w", err)
 	}
+	theta := append([]float64(nil), r.ck.Start...)
 	s2 := h.NoiseVariance
 	if spec.KMCGNoise == "evidence" {
 		obs(Event{Phase: "fit", Message: fmt.Sprintf("%d CG directions; refitting the noise by the KMCG evidence (eq. 16) at O(P^3)", P)})
@@ -143,11 +144,10 @@ func (r *run) trainKMCG(ctx context.Context, eng engine.Engine, p *prepared) (*m
 			}
 			return v
 		}, lo, hi))
+		theta[d+1] = math.Log(s2)
 	} else {
 		obs(Event{Phase: "fit", Message: fmt.Sprintf("%d CG directions", P)})
 	}
-	theta := append([]float64(nil), r.ck.Start...)
-	theta[d+1] = math.Log(s2)
 
 	// Step 8: the mean weights (eq. 15), on all n rows when X_M is a subset.
 	am, err := post.weights(s2)

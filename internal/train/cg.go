@@ -34,7 +34,7 @@ package train
 //     WarnEstimate warning); Lanczos steps on K_hat from y with full reorthogonalisation give
 //     the variance cache K_hat^-1 ~= Q T^-1 Q^T, stored as Minus = Q L_T^-T (T = L_T L_T^T),
 //     whose variances are never below the exact ones, grown until they are within an estimated
-//     5% of the exact ones at 64 training inputs (varianceCache), or of the fixed
+//     3% of the exact ones at 64 training inputs (varianceCache), or of the fixed
 //     variance-rank.
 //
 // Checkpoints hold the start and Adam's state after each step; the rows pass is repeated on
@@ -493,7 +493,7 @@ const (
 	varianceProbes = 64
 	// VarianceGapTol is the estimated relative excess of the cached variances over the exact
 	// ones (solver.VarianceGap) at which the variance cache stops growing.
-	VarianceGapTol = 0.05
+	VarianceGapTol = 0.03
 	// DefaultVarianceCacheBytes bounds the variance cache (n x rank float64s) when the spec
 	// gives no variance-rank: the rank grows to at most max(DefaultVarianceRank,
 	// DefaultVarianceCacheBytes / (8 n)), and to at most n.

@@ -27,7 +27,7 @@ func TestCGSettingsReachTheJobSpec(t *testing.T) {
 	cgFixed := base("cg")
 	cgFixed.Truncation, cgFixed.CgIters, cgFixed.PrecondRank = "fixed", 25, 9
 	kmcg := base("kmcg")
-	kmcg.CgIters, kmcg.CgTol, kmcg.Subset = 50, 0.02, 1500
+	kmcg.CgIters, kmcg.CgTol, kmcg.Subset, kmcg.VarianceRank, kmcg.KmcgNoise = 50, 0.02, 1500, 300, "evidence"
 	for _, tc := range []struct {
 		name  string
 		yaml  string
@@ -38,8 +38,8 @@ func TestCGSettingsReachTheJobSpec(t *testing.T) {
 			specFlags{truncation: "rr", rrMin: 40, rrRate: 0.08, probes: 12, precondRank: -1, learningRate: 0.01, cgTol: 1e-6, varianceRank: 64}, cgRR},
 		{"cg fixed", "method: cg\ntruncation: fixed\ncg_iters: 25\nprecond_rank: 9\n",
 			specFlags{truncation: "fixed", cgIters: 25, precondRank: 9}, cgFixed},
-		{"kmcg", "method: kmcg\ncg_iters: 50\ncg_tol: 0.02\nsubset: 1500\n",
-			specFlags{cgIters: 50, cgTol: 0.02, subset: 1500}, kmcg},
+		{"kmcg", "method: kmcg\ncg_iters: 50\ncg_tol: 0.02\nsubset: 1500\nvariance_rank: 300\nkmcg_noise: evidence\n",
+			specFlags{cgIters: 50, cgTol: 0.02, subset: 1500, varianceRank: 300, kmcgNoise: "evidence"}, kmcg},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			j, err := parseJobFile([]byte(tc.yaml+"data: {uri: /d/x.csv}\n"), "/d")
@@ -76,6 +76,8 @@ func TestCGJobFileErrors(t *testing.T) {
 		{"probes for gl", "probes: 3\n", []string{"probes: a cg setting; drop it for method gl"}},
 		{"cg_iters for grief", "method: grief\ncg_iters: 3\n", []string{"cg_iters: a cg and kmcg setting; drop it"}},
 		{"subset for cg", "method: cg\nsubset: 30\n", []string{"subset: a kmcg setting"}},
+		{"kmcg_noise for cg", "method: cg\nkmcg_noise: evidence\n", []string{"kmcg_noise: a kmcg setting"}},
+		{"unknown kmcg_noise", "method: kmcg\nkmcg_noise: refit\n", []string{"kmcg_noise:", "start", "evidence"}},
 		{"rr_rate without rr", "method: cg\nrr_rate: 0.1\n", []string{"rr_rate:", "--truncation rr"}},
 		{"unknown truncation", "method: cg\ntruncation: halving\n", []string{"truncation:", "halving", "fixed", "rr"}},
 		{"bad precond_rank", "method: cg\nprecond_rank: -4\n", []string{"precond_rank:", "-1 for no preconditioner"}},

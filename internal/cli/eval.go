@@ -144,6 +144,7 @@ type specFlags struct {
 	varianceRank               int
 	rrRate, learningRate       float64
 	cgTol                      float64
+	kmcgNoise                  string
 }
 
 func (f *specFlags) register(cmd *cobra.Command, defMethod string) {
@@ -159,7 +160,7 @@ func (f *specFlags) register(cmd *cobra.Command, defMethod string) {
 	fl.IntVar(&f.maxFeat, "max-features", train.DefaultMaxFeatures, "gl, rff: refuse more features than this")
 	fl.StringVar(&f.nodes, "nodes-per-dim", "", "gl: quadrature nodes per input column, comma-separated (default: automatic)")
 	fl.StringVar(&f.glBox, "gl-box", "", "gl: frequency box half-widths U per input column, comma-separated (default: automatic)")
-	fl.IntVar(&f.exactMax, "exact-max-rows", train.DefaultExactMaxRows, "exact: refuse more training rows than this")
+	fl.IntVar(&f.exactMax, "exact-max-rows", train.DefaultExactMaxRows, "exact: refuse more training rows than this; kmcg: report the exact log likelihood up to this many rows (above, an SLQ estimate)")
 	fl.StringVar(&f.inference, "inference", "", "grief: type2 (maximum marginal likelihood over the weights and noise; default) or type1 (MALA sampling)")
 	fl.IntVar(&f.grid, "grid", 0, fmt.Sprintf("grief: inducing grid points per input column, m_bar (default %d)", train.DefaultGRIEFGrid))
 	fl.IntVar(&f.eigenfunctions, "eigenfunctions", 0, fmt.Sprintf("grief: number of eigenfunctions p (default %d, at most the grid size)", train.DefaultGRIEFEigenfunctions))
@@ -173,7 +174,8 @@ func (f *specFlags) register(cmd *cobra.Command, defMethod string) {
 	fl.Float64Var(&f.learningRate, "learning-rate", 0, fmt.Sprintf("cg: Adam base learning rate, decayed x0.1 at 50%%, 70%% and 90%% of the steps (default %g)", train.DefaultCGLearningRate))
 	fl.Float64Var(&f.cgTol, "cg-tol", 0, fmt.Sprintf("cg: relative residual of the prediction solve (default %g); kmcg: stop CG when ||r|| <= tol ||y_M|| (default %g)", train.DefaultCGPredictTol, train.DefaultKMCGTol))
 	fl.IntVar(&f.subset, "subset", 0, "kmcg: number M of inducing inputs taken from the training rows (default: all rows)")
-	fl.IntVar(&f.varianceRank, "variance-rank", 0, fmt.Sprintf("cg: rank of the Lanczos predictive-variance cache (default %d)", train.DefaultVarianceRank))
+	fl.IntVar(&f.varianceRank, "variance-rank", 0, fmt.Sprintf("cg, kmcg: fixed rank of the Lanczos predictive-variance cache (default: grown until the variances are within about %g%% of the exact ones)", 100*train.VarianceGapTol))
+	fl.StringVar(&f.kmcgNoise, "kmcg-noise", "", "kmcg: noise variance, start (the sampled exact fit's; default) or evidence (refitted by the KMCG evidence, eq. 16, which is biased)")
 }
 
 func (f *specFlags) spec() (train.Spec, error) {
@@ -182,6 +184,7 @@ func (f *specFlags) spec() (train.Spec, error) {
 	s.Inference, s.Grid, s.Eigenfunctions, s.Samples = f.inference, f.grid, f.eigenfunctions, f.samples
 	s.Truncation, s.CGIters, s.RRMin, s.RRRate, s.Probes = f.truncation, f.cgIters, f.rrMin, f.rrRate, f.probes
 	s.PrecondRank, s.LearningRate, s.CGTol, s.Subset, s.VarianceRank = f.precondRank, f.learningRate, f.cgTol, f.subset, f.varianceRank
+	s.KMCGNoise = f.kmcgNoise
 	for _, b := range []struct {
 		flag string
 		val  string
@@ -273,13 +276,16 @@ type evalResult struct {
 	NLL      float64 `json:"nll"`
 	// The same two scores for the target standardized by the training rows' mean and
 	// standard deviation, the units most GP papers report (RMSE / s, NLL - log s).
-	RMSEStd         float64     `json:"rmse_standardized"`
-	NLLStd          float64     `json:"nll_standardized"`
-	Coverage95      float64     `json:"coverage95"`
-	TrainSeconds    float64     `json:"train_seconds"`
-	PredictSeconds  float64     `json:"predict_seconds"`
-	Iterations      int         `json:"iterations"`
-	LogLikelihood   float64     `json:"log_likelihood"`
+	RMSEStd        float64 `json:"rmse_standardized"`
+	NLLStd         float64 `json:"nll_standardized"`
+	Coverage95     float64 `json:"coverage95"`
+	TrainSeconds   float64 `json:"train_seconds"`
+	PredictSeconds float64 `json:"predict_seconds"`
+	Iterations     int     `json:"iterations"`
+	LogLikelihood  float64 `json:"log_likelihood"`
+	// LogLikelihoodSE is the standard error of an estimated log likelihood (cg), absent
+	// when the value is exact.
+	LogLikelihoodSE float64     `json:"log_likelihood_se,omitempty"`
 	Hyperparameters hyperResult `json:"hyperparameters"`
 	ModelPath       string      `json:"model_path,omitempty"`
 }
@@ -318,7 +324,7 @@ func evaluate(ctx context.Context, spec train.Spec, tr, te *shard.Table, rf runF
 		Method: m.Method, Kernel: m.Kernel, NTrain: tr.N(), NTest: te.N(), D: tr.D,
 		Shards: len(eng.Shards()), Workers: rf.workers,
 		RMSE: sc.RMSE, NLL: sc.NLL, Coverage95: sc.Coverage95, TrainSeconds: trainSec, PredictSeconds: predSec,
-		Iterations: m.Iterations, LogLikelihood: m.LogLik,
+		Iterations: m.Iterations, LogLikelihood: m.LogLik, LogLikelihoodSE: m.LogLikSE,
 		Hyperparameters: hyperResult{Lengthscales: h.Lengthscales, SignalVariance: h.SignalVariance, NoiseVariance: h.NoiseVariance},
 	}
 	r.RMSEStd, r.NLLStd = sc.RMSE/m.Transform.YScale, sc.NLL-math.Log(m.Transform.YScale)
@@ -407,6 +413,9 @@ func printResult(e *env, r *evalResult) {
 	fmt.Fprintf(w, "signal var  %.6g\n", r.Hyperparameters.SignalVariance)
 	fmt.Fprintf(w, "noise var   %.6g\n", r.Hyperparameters.NoiseVariance)
 	fmt.Fprintf(w, "train       %.2f s (%d iterations)   predict %.3f s\n", r.TrainSeconds, r.Iterations, r.PredictSeconds)
+	if r.LogLikelihoodSE > 0 {
+		fmt.Fprintf(w, "log p(y)    %.6g ± %.2g (estimate ± standard error; standardized target)\n", r.LogLikelihood, r.LogLikelihoodSE)
+	}
 	if r.ModelPath != "" {
 		fmt.Fprintf(w, "model       %s\n", r.ModelPath)
 	}

@@ -87,6 +87,7 @@ type jobFile struct {
 	CGTol                float64   `json:"cg_tol"`
 	Subset               int32     `json:"subset"`
 	VarianceRank         int32     `json:"variance_rank"`
+	KMCGNoise            string    `json:"kmcg_noise"`
 	Data                 *dataFile `json:"data"`
 	Shards               int32     `json:"shards"`
 	ShardTimeoutSeconds  int32     `json:"shard_timeout_seconds"`
@@ -339,6 +340,7 @@ func (f *jobFile) job(baseDir string) (*job, error) {
 	}
 	s.Truncation, s.CGIters, s.RRMin, s.RRRate, s.Probes = f.Truncation, int(f.CGIters), int(f.RRMin), f.RRRate, int(f.Probes)
 	s.PrecondRank, s.LearningRate, s.CGTol, s.Subset, s.VarianceRank = int(f.PrecondRank), f.LearningRate, f.CGTol, int(f.Subset), int(f.VarianceRank)
+	s.KMCGNoise = f.KMCGNoise
 	for _, n := range f.NodesPerDim {
 		s.NodesPerDim = append(s.NodesPerDim, int(n))
 	}
@@ -365,7 +367,7 @@ var (
 		"shard-timeout": "shard_timeout_seconds", "columns": "data.columns", "header": "data.header", "target": "data.target",
 		"max-features": "max_features", "exact-max-rows": "exact_max_rows",
 		"cg-iters": "cg_iters", "rr-min": "rr_min", "rr-rate": "rr_rate", "precond-rank": "precond_rank",
-		"learning-rate": "learning_rate", "cg-tol": "cg_tol", "variance-rank": "variance_rank",
+		"learning-rate": "learning_rate", "cg-tol": "cg_tol", "variance-rank": "variance_rank", "kmcg-noise": "kmcg_noise",
 	}
 	flagNames = fieldNames{
 		"method": "--method", "kernel": "--kernel", "lengthscale-bounds": "--lengthscale-bounds",
@@ -377,7 +379,7 @@ var (
 		"inference": "--inference", "grid": "--grid", "eigenfunctions": "--eigenfunctions", "samples": "--samples",
 		"truncation": "--truncation", "cg-iters": "--cg-iters", "rr-min": "--rr-min", "rr-rate": "--rr-rate",
 		"probes": "--probes", "precond-rank": "--precond-rank", "learning-rate": "--learning-rate", "cg-tol": "--cg-tol",
-		"subset": "--subset", "variance-rank": "--variance-rank",
+		"subset": "--subset", "variance-rank": "--variance-rank", "kmcg-noise": "--kmcg-noise",
 	}
 )
 

@@ -140,7 +140,7 @@ type submitFlags struct {
 var jobFlagNames = []string{"method", "kernel", "seed", "lengthscale-bounds", "signal-variance-bounds", "noise-variance-bounds",
 	"max-iter", "features", "max-features", "nodes-per-dim", "gl-box", "exact-max-rows",
 	"inference", "grid", "eigenfunctions", "samples",
-	"truncation", "cg-iters", "rr-min", "rr-rate", "probes", "precond-rank", "learning-rate", "cg-tol", "subset", "variance-rank",
+	"truncation", "cg-iters", "rr-min", "rr-rate", "probes", "precond-rank", "learning-rate", "cg-tol", "subset", "variance-rank", "kmcg-noise",
 	"data", "format", "split", "header", "target", "columns", "shards", "shard-timeout"}
 
 func newSubmitCmd(e *env) *cobra.Command {

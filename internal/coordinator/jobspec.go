@@ -92,6 +92,7 @@ func planFromSpec(js *pb.JobSpec) (jobPlan, error) {
 	s.CGTol = js.GetCgTol()
 	s.Subset = int(js.GetSubset())
 	s.VarianceRank = int(js.GetVarianceRank())
+	s.KMCGNoise = strings.TrimSpace(js.GetKmcgNoise())
 	for _, v := range js.GetNodesPerDim() {
 		s.NodesPerDim = append(s.NodesPerDim, int(v))
 	}
@@ -206,6 +207,7 @@ func JobSpecOf(s train.Spec, src shard.Source, shards int, shardTimeout time.Dur
 		CgTol:                s.CGTol,
 		Subset:               int32(s.Subset),
 		VarianceRank:         int32(s.VarianceRank),
+		KmcgNoise:            s.KMCGNoise,
 		Data: &pb.DataSource{
 			Uri: src.URI, Format: src.Format, Split: int32(src.Split),
 			Header: src.Header, Target: src.Target, Columns: src.Columns,

@@ -33,8 +33,10 @@ func TestPlanFromSpecCG(t *testing.T) {
 			&pb.JobSpec{Method: "cg", Truncation: "fixed", CgIters: 30, PrecondRank: -1, Data: data},
 			func(s *train.Spec) { s.Truncation, s.CGIters, s.PrecondRank = "fixed", 30, -1 }},
 		{"cg defaults", &pb.JobSpec{Method: "cg", Data: data}, func(*train.Spec) {}},
-		{"kmcg", &pb.JobSpec{Method: "kmcg", CgIters: 64, CgTol: 0.05, Subset: 2000, Data: data},
-			func(s *train.Spec) { s.CGIters, s.CGTol, s.Subset = 64, 0.05, 2000 }},
+		{"kmcg", &pb.JobSpec{Method: "kmcg", CgIters: 64, CgTol: 0.05, Subset: 2000, VarianceRank: 300, KmcgNoise: " evidence", Data: data},
+			func(s *train.Spec) {
+				s.CGIters, s.CGTol, s.Subset, s.VarianceRank, s.KMCGNoise = 64, 0.05, 2000, 300, "evidence"
+			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := planFromSpec(tc.js)
@@ -88,7 +90,8 @@ func TestPlanFromSpecCGErrors(t *testing.T) {
 		{"cg_tol 1", &pb.JobSpec{Method: "cg", CgTol: 1}, "spec.cg_tol:"},
 		{"subset for cg", &pb.JobSpec{Method: "cg", Subset: 100}, "spec.subset: a kmcg setting"},
 		{"negative subset", &pb.JobSpec{Method: "kmcg", Subset: -3}, "spec.subset:"},
-		{"variance_rank for kmcg", &pb.JobSpec{Method: "kmcg", VarianceRank: 10}, "spec.variance_rank:"},
+		{"variance_rank for grief", &pb.JobSpec{Method: "grief", VarianceRank: 10}, "spec.variance_rank: a cg and kmcg setting"},
+		{"kmcg_noise for cg", &pb.JobSpec{Method: "cg", KmcgNoise: "evidence"}, "spec.kmcg_noise: a kmcg setting"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.js.Data = &pb.DataSource{Uri: "d.csv"}

@@ -195,6 +195,12 @@ func extensions() []extension {
 				}
 			},
 		},
+		{
+			tag:     "loglik_se",
+			present: func(m *Model) bool { return m.LogLikSE != 0 },
+			encode:  func(e *encoder, m *Model) { e.float(m.LogLikSE) },
+			decode:  func(d *decoder, m *Model) { m.LogLikSE = d.float() },
+		},
 	}
 }
 

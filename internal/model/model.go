@@ -73,15 +73,19 @@ type GRIEFPost struct {
 // scaled by Transform); Original converts. Exactly one of the posterior groups is set:
 // Features with GL or RFF, Exact, GRIEFPost with GRIEF, or Expansion.
 type Model struct {
-	Version    int
-	Method     string
-	Kernel     string
-	D          int
-	Columns    []string
-	Target     string
-	Transform  shard.Transform
-	Hyper      Hyper
-	LogLik     float64   // log marginal likelihood of the standardized training targets
+	Version   int
+	Method    string
+	Kernel    string
+	D         int
+	Columns   []string
+	Target    string
+	Transform shard.Transform
+	Hyper     Hyper
+	LogLik    float64 // log marginal likelihood of the standardized training targets
+	// LogLikSE is the standard error of LogLik when it is a stochastic estimate (cg's
+	// stochastic Lanczos quadrature), 0 when LogLik is exact. Encoded as an optional tagged
+	// section.
+	LogLikSE   float64
 	Trace      []float64 // objective (negative log marginal likelihood) after each iteration
 	Iterations int
 	NTrain     int
@@ -326,6 +330,9 @@ func (m *Model) Validate() error {
 	}
 	if err := validateWarnings(m.Warnings); err != nil {
 		return err
+	}
+	if !(m.LogLikSE >= 0) || math.IsInf(m.LogLikSE, 0) {
+		return fmt.Errorf("log likelihood standard error %v must be non-negative and finite", m.LogLikSE)
 	}
 	groups := 0
 	if (m.GL != nil || m.RFF != nil) != (m.Features != nil) {

@@ -24,10 +24,12 @@ import (
 // k(X, X) + sigma_n^2 I, in the exact latent variance k(x,x) - k_x^T K^-1 k_x, so a row costs
 // O(m (D + RMinus + RPlus)) and no solve with K:
 //
-//   - CG (the LOVE cache, digest 004 §6): J Lanczos steps on K give K ~= Q T Q^T with Q
-//     m x J orthonormal and T = L L^T, so K^-1 ~= Q T^-1 Q^T and Minus = Q L^-T (RMinus = J).
-//   - KMCG (digest 003 §2.7): Minus = S L1^-T and Plus = S L2^-T from the search directions S
-//     and the Cholesky factors L1, L2 of its two projected systems, PlusScale = sigma_n^2.
+//   - cg and kmcg (the Lanczos cache of LOVE, digest 004 §6): J Lanczos steps on K give
+//     K ~= Q T Q^T with Q m x J orthonormal and T = L L^T, so K^-1 ~= Q T^-1 Q^T and
+//     Minus = Q L^-T (RMinus = J, RPlus = 0); J grows until the variances converge.
+//   - KMCG's own DTC-style variance (digest 003 §2.7, eq. 15b), which the methods no longer
+//     store: Minus = S L1^-T and Plus = S L2^-T from the search directions S and the Cholesky
+//     factors L1, L2 of its two projected systems, PlusScale = sigma_n^2.
 //
 // The noisy variance is the latent variance plus sigma_n^2, which the predictor does not hold.
 type ExpansionPredictor struct {
@@ -119,36 +121,59 @@ func (p *ExpansionPredictor) Predict(xs []float64, mean, latentVar []float64) {
 		u = make([]float64, bmax*p.RMinus)
 		v = make([]float64, bmax*p.RPlus)
 	}
+	sx := p.scaled(p.X)
 	procs := runtime.GOMAXPROCS(0)
 	for lo := 0; lo < rows; lo += expansionBlock {
 		b := min(rows-lo, expansionBlock)
 		// Below about 16k kernel entries a block is too little work to share.
 		workers := max(1, min(procs, b, b*m/(1<<14)))
 		if workers == 1 {
-			p.predictRows(xs, lo, lo+b, kb, u, v, mean, latentVar)
+			p.predictRows(sx, xs, lo, lo+b, kb, u, v, mean, latentVar)
 			continue
 		}
 		var wg sync.WaitGroup
 		for w := 0; w < workers; w++ {
 			i0, i1 := w*b/workers, (w+1)*b/workers
 			wg.Go(func() {
-				p.predictRows(xs, lo+i0, lo+i1, kb[i0*m:], u[min(len(u), i0*p.RMinus):], v[min(len(v), i0*p.RPlus):], mean, latentVar)
+				p.predictRows(sx, xs, lo+i0, lo+i1, kb[i0*m:], u[min(len(u), i0*p.RMinus):], v[min(len(v), i0*p.RPlus):], mean, latentVar)
 			})
 		}
 		wg.Wait()
 	}
 }
 
-// predictRows predicts rows lo..hi-1 of xs with the work space kb ((hi-lo) x m) and, when
-// latentVar is not nil, u ((hi-lo) x RMinus) and v ((hi-lo) x RPlus).
-func (p *ExpansionPredictor) predictRows(xs []float64, lo, hi int, kb, u, v, mean, latentVar []float64) {
+// scaled returns the rows of x (D columns) divided by the kernel's lengthscales, column by
+// column, so that a kernel value is sigma_f^2 k0(||x~ - x~'||^2) with no divisions per entry.
+func (p *ExpansionPredictor) scaled(x []float64) []float64 {
+	d := p.D
+	out := make([]float64, len(x))
+	for i, v := range x {
+		out[i] = v / p.Kernel.Lengthscales[i%d]
+	}
+	return out
+}
+
+// predictRows predicts rows lo..hi-1 of xs with the stored inputs sx scaled by the
+// lengthscales, the work space kb ((hi-lo) x m) and, when latentVar is not nil, u
+// ((hi-lo) x RMinus) and v ((hi-lo) x RPlus).
+func (p *ExpansionPredictor) predictRows(sx, xs []float64, lo, hi int, kb, u, v, mean, latentVar []float64) {
 	m, d, rm, rp := len(p.Alpha), p.D, p.RMinus, p.RPlus
 	b := hi - lo
+	sf2, fam := p.Kernel.SignalVariance, p.Kernel.Family
+	x := make([]float64, d)
 	for i := 0; i < b; i++ {
-		x := xs[(lo+i)*d : (lo+i+1)*d]
+		for k := range x {
+			x[k] = xs[(lo+i)*d+k] / p.Kernel.Lengthscales[k]
+		}
 		row := kb[i*m : (i+1)*m]
 		for j := range row {
-			row[j] = p.Kernel.Eval(x, p.X[j*d:(j+1)*d])
+			xj := sx[j*d : (j+1)*d]
+			r2 := 0.0
+			for k, v := range x {
+				t := v - xj[k]
+				r2 += t * t
+			}
+			row[j] = sf2 * fam.Profile(r2)
 		}
 	}
 	K := blas64.General{Rows: b, Cols: m, Stride: m, Data: kb[:b*m]}

@@ -304,3 +304,32 @@ func BenchmarkExpansionPredict(b *testing.B) {
 		p.Predict(xs, mean, lv)
 	}
 }
+
+// BenchmarkExpansionPredictUCI: the shapes of cg's posterior on energy and concrete split 0
+// (m training rows, d = 8, the test rows) at LOVE's rank 100 and at the adaptive cache's rank.
+func BenchmarkExpansionPredictUCI(b *testing.B) {
+	for _, c := range []struct {
+		name          string
+		m, rows, rank int
+	}{{"energy/r=100", 692, 76, 100}, {"energy/r=400", 692, 76, 400}, {"concrete/r=100", 927, 103, 100}, {"concrete/r=480", 927, 103, 480}} {
+		b.Run(c.name, func(b *testing.B) {
+			const d = 8
+			rng := rand.New(rand.NewPCG(2, 2))
+			p := &ExpansionPredictor{
+				Kernel: kernel.Kernel{Family: kernel.RBF, Lengthscales: []float64{1, 2, 1, 2, 1, 2, 1, 2}, SignalVariance: 1},
+				X:      make([]float64, c.m*d), D: d, Alpha: make([]float64, c.m), Minus: make([]float64, c.m*c.rank), RMinus: c.rank,
+			}
+			for _, v := range [][]float64{p.X, p.Alpha, p.Minus} {
+				for i := range v {
+					v[i] = rng.NormFloat64()
+				}
+			}
+			xs := testInputs(rng, c.rows, d)
+			mean, lv := make([]float64, c.rows), make([]float64, c.rows)
+			b.ResetTimer()
+			for b.Loop() {
+				p.Predict(xs, mean, lv)
+			}
+		})
+	}
+}

@@ -50,25 +50,110 @@ func LanczosTridiagonal(alpha, beta []float64) (*mat.SymDense, error) {
 // LanczosQuadrature returns the Gauss quadrature e_1^T f(T) e_1 = sum_k V_{1k}^2 f(theta_k) for
 // the Lanczos tridiagonal T = V diag(theta) V^T of the CG coefficients (LanczosTridiagonal).
 // Multiplied by b^T P^-1 b it approximates b^T P^-1/2 f(P^-1/2 A P^-1/2) P^-1/2 b; J = n
-// iterations make it exact in exact arithmetic.
+// iterations make it exact in exact arithmetic. The nodes theta_k and weights V_{1k}^2 come
+// from the Golub-Welsch algorithm (GolubWelsch): O(J^2), against O(J^3) for a full
+// eigendecomposition.
 func LanczosQuadrature(alpha, beta []float64, f func(float64) float64) (float64, error) {
 	T, err := LanczosTridiagonal(alpha, beta)
 	if err != nil {
 		return 0, err
 	}
-	var eig mat.EigenSym
-	if !eig.Factorize(T, true) {
-		return 0, fmt.Errorf("lanczos: eigendecomposition of the %d x %d tridiagonal failed", T.SymmetricDim(), T.SymmetricDim())
+	J := T.SymmetricDim()
+	diag, off := make([]float64, J), make([]float64, J)
+	for j := 0; j < J; j++ {
+		diag[j] = T.At(j, j)
+		if j+1 < J {
+			off[j] = T.At(j+1, j)
+		}
 	}
-	theta := eig.Values(nil)
-	var V mat.Dense
-	eig.VectorsTo(&V)
+	w, err := GolubWelsch(diag, off)
+	if err != nil {
+		return 0, err
+	}
 	q := 0.0
-	for k, t := range theta {
-		v := V.At(0, k)
-		q += v * v * f(t)
+	for k, t := range diag {
+		q += w[k] * f(t)
 	}
 	return q, nil
+}
+
+// golubWelschMaxSweeps bounds the implicit QL sweeps spent on one eigenvalue.
+const golubWelschMaxSweeps = 60
+
+// GolubWelsch computes the Gauss quadrature rule of a symmetric tridiagonal matrix T with
+// diagonal diag (J) and off-diagonal off (off[j] = T_{j+1,j}, j < J-1; off[J-1] is ignored):
+// it overwrites diag with the eigenvalues theta_k of T (the nodes) and off with scratch, and
+// returns the weights V_{1k}^2, the squared first components of the normalised eigenvectors,
+// so that e_1^T f(T) e_1 = sum_k V_{1k}^2 f(theta_k) (Golub and Welsch 1969). It runs the
+// implicit QL algorithm with Wilkinson shifts (EISPACK tql2/imtql2) but applies each plane
+// rotation to the first row of the eigenvector matrix only: O(J^2) work and O(J) memory
+// instead of the O(J^3) and O(J^2) of a full eigendecomposition. It fails when an eigenvalue
+// needs more than 60 sweeps (which does not happen for finite input).
+func GolubWelsch(diag, off []float64) ([]float64, error) {
+	n := len(diag)
+	if len(off) < n {
+		return nil, fmt.Errorf("golub-welsch: %d off-diagonal entries for %d diagonal ones", len(off), n)
+	}
+	e := off[:n]
+	if n > 0 {
+		e[n-1] = 0
+	}
+	z := make([]float64, n) // first row of the eigenvector matrix, from e_1^T
+	if n > 0 {
+		z[0] = 1
+	}
+	for l := 0; l < n; l++ {
+		for sweep := 0; ; sweep++ {
+			m := l
+			for ; m < n-1; m++ {
+				dd := math.Abs(diag[m]) + math.Abs(diag[m+1])
+				if math.Abs(e[m]) <= 0x1p-53*dd {
+					break
+				}
+			}
+			if m == l {
+				break
+			}
+			if sweep == golubWelschMaxSweeps {
+				return nil, fmt.Errorf("golub-welsch: eigenvalue %d did not converge in %d sweeps", l+1, golubWelschMaxSweeps)
+			}
+			g := (diag[l+1] - diag[l]) / (2 * e[l])
+			r := math.Hypot(g, 1)
+			g = diag[m] - diag[l] + e[l]/(g+math.Copysign(r, g))
+			s, c, p := 1.0, 1.0, 0.0
+			deflated := false
+			for i := m - 1; i >= l; i-- {
+				f, b := s*e[i], c*e[i]
+				r = math.Hypot(f, g)
+				e[i+1] = r
+				if r == 0 {
+					diag[i+1] -= p
+					e[m] = 0
+					deflated = true
+					break
+				}
+				s, c = f/r, g/r
+				g = diag[i+1] - p
+				r = (diag[i]-g)*s + 2*c*b
+				p = s * r
+				diag[i+1] = g + p
+				g = c*r - b
+				zi := z[i+1]
+				z[i+1] = s*z[i] + c*zi
+				z[i] = c*z[i] - s*zi
+			}
+			if deflated {
+				continue
+			}
+			diag[l] -= p
+			e[l] = g
+			e[m] = 0
+		}
+	}
+	for k, v := range z {
+		z[k] = v * v
+	}
+	return z, nil
 }
 
 // SLQLogDet estimates log det A for the operator A = K + sigma^2 I by preconditioned stochastic

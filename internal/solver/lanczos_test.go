@@ -1,8 +1,10 @@
 package solver
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"gonum.org/v1/gonum/mat"
@@ -126,5 +128,182 @@ func TestSLQTruncationOverestimatesLogDet(t *testing.T) {
 		if !(short > full) {
 			t.Errorf("J=%d: truncated SLQ %v not above full %v", J, short, full)
 		}
+	}
+}
+
+// LanczosBasis with a VarianceGap monitor: at every rank the monitor's cached variance
+// k_ii - c_i^T T^-1 c_i equals the dense Galerkin form from Q and A, is never below the exact
+// variance k_ii - k_i^T A^-1 k_i, and the gap bounds its excess over the exact one (the
+// monitor's lower estimate is below the exact variance); at full rank the gap is 0 and the
+// cache exact. Q stays orthonormal.
+func TestLanczosVarianceGap(t *testing.T) {
+	const n, p = 150, 6
+	rng := rand.New(rand.NewPCG(12, 1))
+	prob := newCGProblem(t, rng, n, 1e-3)
+	b := make([]float64, n)
+	for i := range b {
+		b[i] = rng.NormFloat64()
+	}
+	cols := make([]float64, n*p)
+	prior := make([]float64, p)
+	exact := make([]float64, p)
+	for c := 0; c < p; c++ {
+		i := c * 23
+		for j := 0; j < n; j++ {
+			cols[c*n+j] = prob.K.At(j, i)
+		}
+		prior[c] = prob.K.At(i, i)
+		var x mat.VecDense
+		if err := prob.chol.SolveVecTo(&x, mat.NewVecDense(n, cols[c*n:(c+1)*n])); err != nil {
+			t.Fatal(err)
+		}
+		exact[c] = prior[c] - mat.Dot(&x, mat.NewVecDense(n, cols[c*n:(c+1)*n]))
+	}
+	mon, err := NewVarianceGap(cols, n, prior, prob.sigma2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gaps []float64
+	step := func(j int, q []float64, diag, off float64) bool {
+		mon.Step(j, q, diag, off)
+		gaps = append(gaps, mon.Gap())
+		for c := 0; c < p; c++ {
+			upper := prior[c] - mon.quad[c]
+			lower := upper - math.Max(0, mon.norm[c]-mon.proj[c])/prob.sigma2
+			if upper < exact[c]-1e-10*prior[c] {
+				t.Errorf("rank %d probe %d: cached variance %v below exact %v", j, c, upper, exact[c])
+			}
+			if j%10 == 0 && lower > exact[c]+1e-10*prior[c] {
+				t.Errorf("rank %d probe %d: lower estimate %v above exact %v", j, c, lower, exact[c])
+			}
+		}
+		return false
+	}
+	Q, diag, off, r, err := LanczosBasis(prob.op(), b, n, 0, step)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The monitor's running form against the dense one at the final rank.
+	Qm := mat.NewDense(r, n, Q) // rows q_j
+	var QQ mat.Dense
+	QQ.Mul(Qm, Qm.T())
+	for i := 0; i < r; i++ {
+		for j := 0; j < r; j++ {
+			want := 0.0
+			if i == j {
+				want = 1
+			}
+			if math.Abs(QQ.At(i, j)-want) > 1e-10 {
+				t.Fatalf("Q^T Q [%d,%d] = %v", i, j, QQ.At(i, j))
+			}
+		}
+	}
+	var ch mat.Cholesky
+	if !ch.Factorize(SymTridiagonal(diag, off)) {
+		t.Fatal("tridiagonal not positive definite")
+	}
+	for c := 0; c < p; c++ {
+		var qk, s mat.VecDense
+		qk.MulVec(Qm, mat.NewVecDense(n, cols[c*n:(c+1)*n]))
+		if err := ch.SolveVecTo(&s, &qk); err != nil {
+			t.Fatal(err)
+		}
+		want := prior[c] - mat.Dot(&qk, &s)
+		if got := prior[c] - mon.quad[c]; math.Abs(got-want) > 1e-9*prior[c] {
+			t.Errorf("probe %d: running variance %v, dense %v", c, got, want)
+		}
+		if math.Abs(want-exact[c]) > 1e-6*exact[c] {
+			t.Errorf("probe %d: full-rank cache variance %v, exact %v", c, want, exact[c])
+		}
+	}
+	if r != n || gaps[len(gaps)-1] > 1e-6 {
+		t.Errorf("rank %d of %d, final gap %v", r, n, gaps[len(gaps)-1])
+	}
+	if gaps[9] < 1 {
+		t.Errorf("gap at rank 10 is %v; the test needs a problem where a small cache is far off", gaps[9])
+	}
+	// A step function that stops ends the process at that rank.
+	_, _, _, r, err = LanczosBasis(prob.op(), b, n, 0, func(j int, _ []float64, _, _ float64) bool { return j == 7 })
+	if err != nil || r != 7 {
+		t.Fatalf("stopped at rank %d (%v), want 7", r, err)
+	}
+}
+
+// GolubWelsch gives the eigenvalues of a symmetric tridiagonal matrix and the squared first
+// components of its eigenvectors, as a full dense eigendecomposition does, for random,
+// graded, repeated-eigenvalue and 1 x 1 matrices.
+func TestGolubWelschMatchesEigenSym(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 2))
+	for _, tc := range []struct {
+		name string
+		n    int
+		make func(j int) (d, e float64)
+	}{
+		{"random", 60, func(int) (float64, float64) { return rng.NormFloat64(), rng.NormFloat64() }},
+		{"graded", 40, func(j int) (float64, float64) { return math.Pow(10, -float64(j)/4), 0.3 * math.Pow(10, -float64(j)/4) }},
+		{"repeated", 30, func(j int) (float64, float64) { return 2, 1e-9 * float64(j%3) }},
+		{"lanczos-like", 100, func(j int) (float64, float64) { return 1 + rng.Float64(), 0.5 * rng.Float64() }},
+		{"one", 1, func(int) (float64, float64) { return 3.5, 0 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := tc.n
+			d, e := make([]float64, n), make([]float64, n)
+			T := mat.NewSymDense(n, nil)
+			for j := 0; j < n; j++ {
+				d[j], e[j] = tc.make(j)
+				T.SetSym(j, j, d[j])
+				if j+1 < n {
+					T.SetSym(j+1, j, e[j])
+				}
+			}
+			scale := mat.Norm(T, 2)
+			var eig mat.EigenSym
+			if !eig.Factorize(T, true) {
+				t.Fatal("EigenSym failed")
+			}
+			var V mat.Dense
+			eig.VectorsTo(&V)
+			w, err := GolubWelsch(d, e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Compare the rules through moments e_1^T T^p e_1 = sum_k w_k theta_k^p and the
+			// sorted eigenvalues (the rules' orders differ).
+			vals := eig.Values(nil)
+			got := append([]float64(nil), d...)
+			slices.Sort(got)
+			for k := range vals {
+				if math.Abs(got[k]-vals[k]) > 1e-12*scale {
+					t.Fatalf("eigenvalue %d: %v, EigenSym %v", k, got[k], vals[k])
+				}
+			}
+			for p := 0; p <= 4; p++ {
+				var a, b float64
+				for k := range vals {
+					a += w[k] * math.Pow(d[k]/scale, float64(p))
+					b += V.At(0, k) * V.At(0, k) * math.Pow(vals[k]/scale, float64(p))
+				}
+				if math.Abs(a-b) > 1e-12 {
+					t.Errorf("moment %d: Golub-Welsch %v, EigenSym %v", p, a, b)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkLanczosQuadrature(b *testing.B) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	for _, J := range []int{100, 400} {
+		alpha, beta := make([]float64, J), make([]float64, J)
+		for j := range alpha {
+			alpha[j], beta[j] = 0.5+rng.Float64(), 0.5*rng.Float64()
+		}
+		b.Run(fmt.Sprintf("J=%d", J), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				if _, err := LanczosQuadrature(alpha, beta, math.Log); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

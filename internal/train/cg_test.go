@@ -344,15 +344,17 @@ func TestCGPosteriorMatchesExact(t *testing.T) {
 	c, ref := cgFixture(t, 100, 2, 3, spec)
 	theta := []float64{math.Log(0.7), math.Log(0.5), math.Log(1.3), math.Log(0.02)}
 	c.basisProbes = true // exact SLQ: the log likelihood must match to the CG tolerance
-	_, lml, err := c.posterior(theta, rand.New(rand.NewPCG(3, 3)), func(Event) {})
+	post, err := c.posterior(theta, rand.New(rand.NewPCG(3, 3)), func(Event) {})
 	if err != nil {
 		t.Fatal(err)
 	}
+	lml := post.lml
 	c.basisProbes = false
-	pred, _, err := c.posterior(theta, rand.New(rand.NewPCG(3, 3)), func(Event) {})
+	post, err = c.posterior(theta, rand.New(rand.NewPCG(3, 3)), func(Event) {})
 	if err != nil {
 		t.Fatal(err)
 	}
+	pred := post.pred
 	h := hyperOf(theta, 2)
 	ex, err := solver.NewExact(kernel.Kernel{Family: kernel.RBF, Lengthscales: h.Lengthscales, SignalVariance: h.SignalVariance}, h.NoiseVariance, ref.rows.X, 2, ref.rows.Y)
 	if err != nil {
@@ -373,11 +375,11 @@ func TestCGPosteriorMatchesExact(t *testing.T) {
 	}
 	// A low-rank cache overestimates the variance (Q T^-1 Q^T <= K_hat^-1).
 	c.spec.VarianceRank = 5
-	pred, _, err = c.posterior(theta, rand.New(rand.NewPCG(3, 3)), func(Event) {})
+	post, err = c.posterior(theta, rand.New(rand.NewPCG(3, 3)), func(Event) {})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pred.Predict(xs, m1, v1)
+	post.pred.Predict(xs, m1, v1)
 	for i := range v1 {
 		if v1[i] < v2[i]-1e-12 {
 			t.Fatalf("row %d: rank-5 variance %v below exact %v", i, v1[i], v2[i])
@@ -450,126 +452,131 @@ func TestKMCGFullRankEqualsExact(t *testing.T) {
 	if math.Abs(lz-ex.LogMarginalLikelihood()) > 1e-8*math.Max(1, math.Abs(lz)) {
 		t.Errorf("evidence %v, exact %v", lz, ex.LogMarginalLikelihood())
 	}
-	pred, err := post.predictor(s2)
+	a, err := post.weights(s2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pred.Kernel, pred.X, pred.D = kern, tab.X, d
 	xs := synthTable(25, d, 77).X
-	m1, v1 := make([]float64, 25), make([]float64, 25)
 	m2, v2 := make([]float64, 25), make([]float64, 25)
-	pred.Predict(xs, m1, v1)
 	ex.Predictor().Predict(xs, m2, v2)
-	for i := range m1 {
-		if math.Abs(m1[i]-m2[i]) > 1e-8 || math.Abs(v1[i]-v2[i]) > 1e-8 {
-			t.Fatalf("row %d: mean %v var %v, exact %v %v", i, m1[i], v1[i], m2[i], v2[i])
+	for i := range m2 {
+		m1 := 0.0
+		for j := 0; j < n; j++ {
+			m1 += kern.Eval(xs[i*d:(i+1)*d], tab.X[j*d:(j+1)*d]) * a[j]
+		}
+		if math.Abs(m1-m2[i]) > 1e-8 {
+			t.Fatalf("row %d: mean %v, exact %v", i, m1, m2[i])
 		}
 	}
 }
 
-// KMCG on a subset with P = M directions is SoR/DTC on X_M (digest 003 §2.9): mean, variance
-// and evidence against the dense formulas, through Run (the R map step and the noise refit).
+// KMCG on a subset with P = M directions is SoR/DTC on X_M (digest 003 §2.9): the mean
+// weights and the evidence (eq. 16) against the dense formulas, at several noise variances.
 func TestKMCGSubsetEqualsDTC(t *testing.T) {
 	const n, d, M = 150, 2, 30
 	tr, _ := cgTrainData(n)
-	spec := DefaultSpec("kmcg")
-	spec.Subset = M
-	spec.CGIters = M
-	spec.CGTol = 1e-14
-	spec.Kernel = "matern52"
-	m := trainOn(t, tr, spec, 3, 2)
-	e := m.Expansion
-	if e == nil || len(e.Alpha) != M {
-		t.Fatalf("model has no expansion over %d rows", M)
-	}
-	if e.RPlus != M {
-		t.Skipf("CG stopped at %d < %d directions (breakdown); the identity needs P = M", e.RPlus, M)
-	}
-	// Dense DTC at the model's hyperparameters.
 	eng := localEngine(t, tr, 3, 1)
 	ref := newReference(t, eng, kernel.Matern52)
-	X := ref.rows.X
-	y := ref.rows.Y
-	kern := e.Kernel
-	s2 := m.Hyper.NoiseVariance
+	X, y := ref.rows.X, ref.rows.Y
+	kern := kernel.Kernel{Family: kernel.Matern52, Lengthscales: []float64{0.5, 0.8}, SignalVariance: 1.1}
+	idx := kmcgSubset(n, M, 7)
+	xm, ym := make([]float64, M*d), make([]float64, M)
+	for i, j := range idx {
+		copy(xm[i*d:(i+1)*d], X[j*d:(j+1)*d])
+		ym[i] = y[j]
+	}
+	local := &localKernel{ctx: context.Background(), op: &KernelOp{Kernel: kern, X: xm, Offsets: []int{0, M}}}
+	S, Z, P, err := solver.ReorthCG(local, ym, M, 1e-14)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if P != M {
+		t.Fatalf("CG stopped at %d < %d directions (breakdown); the identity needs P = M", P, M)
+	}
 	Kmm := mat.NewSymDense(M, nil)
 	for i := 0; i < M; i++ {
 		for j := 0; j <= i; j++ {
-			Kmm.SetSym(i, j, kern.Eval(e.X[i*d:(i+1)*d], e.X[j*d:(j+1)*d]))
+			Kmm.SetSym(i, j, kern.Eval(xm[i*d:(i+1)*d], xm[j*d:(j+1)*d]))
 		}
 	}
 	Knm := mat.NewDense(n, M, nil)
 	for i := 0; i < n; i++ {
 		for j := 0; j < M; j++ {
-			Knm.Set(i, j, kern.Eval(X[i*d:(i+1)*d], e.X[j*d:(j+1)*d]))
+			Knm.Set(i, j, kern.Eval(X[i*d:(i+1)*d], xm[j*d:(j+1)*d]))
 		}
 	}
-	var A mat.Dense // s2 Kmm + Kmn Knm
-	A.Mul(Knm.T(), Knm)
-	for i := 0; i < M; i++ {
-		for j := 0; j < M; j++ {
-			A.Set(i, j, A.At(i, j)+s2*Kmm.At(i, j))
-		}
-	}
-	var rhs mat.VecDense
-	rhs.MulVec(Knm.T(), mat.NewVecDense(n, y))
-	var w mat.VecDense
-	if err := w.SolveVec(&A, &rhs); err != nil {
-		t.Fatal(err)
-	}
-	xs := synthTable(20, d, 5).X
-	m1, v1 := make([]float64, 20), make([]float64, 20)
-	e.Predict(xs, m1, v1)
-	for i := 0; i < 20; i++ {
-		km := mat.NewVecDense(M, nil)
-		for j := 0; j < M; j++ {
-			km.SetVec(j, kern.Eval(xs[i*d:(i+1)*d], e.X[j*d:(j+1)*d]))
-		}
-		mean := mat.Dot(km, &w)
-		var a, b mat.VecDense
-		if err := a.SolveVec(Kmm, km); err != nil {
-			t.Fatal(err)
-		}
-		if err := b.SolveVec(&A, km); err != nil {
-			t.Fatal(err)
-		}
-		v := kern.Eval(xs[i*d:(i+1)*d], xs[i*d:(i+1)*d]) - mat.Dot(km, &a) + s2*mat.Dot(km, &b)
-		if math.Abs(mean-m1[i]) > 1e-7 || math.Abs(v-v1[i]) > 1e-7 {
-			t.Fatalf("row %d: mean %v var %v, DTC %v %v", i, m1[i], v1[i], mean, v)
-		}
-	}
-	// Evidence: log N(y | 0, Knm Kmm^-1 Kmn + s2 I).
-	var ch mat.Cholesky
-	if !ch.Factorize(Kmm) {
-		t.Fatal("Kmm not positive definite")
-	}
-	var Ki mat.Dense
-	if err := ch.SolveTo(&Ki, Knm.T()); err != nil {
-		t.Fatal(err)
-	}
-	var Q mat.Dense
-	Q.Mul(Knm, &Ki)
-	C := mat.NewSymDense(n, nil)
-	for i := 0; i < n; i++ {
-		for j := 0; j <= i; j++ {
-			v := 0.5 * (Q.At(i, j) + Q.At(j, i))
-			if i == j {
-				v += s2
+	R := make([]float64, n*P) // K_nm S, column-major
+	for c := 0; c < P; c++ {
+		for i := 0; i < n; i++ {
+			for j := 0; j < M; j++ {
+				R[c*n+i] += Knm.At(i, j) * S[c*M+j]
 			}
-			C.SetSym(i, j, v)
 		}
 	}
-	var cc mat.Cholesky
-	if !cc.Factorize(C) {
-		t.Fatal("DTC covariance not positive definite")
-	}
-	var al mat.VecDense
-	if err := cc.SolveVecTo(&al, mat.NewVecDense(n, y)); err != nil {
+	post, err := newKMCGPost(S, Z, R, y, M, P)
+	if err != nil {
 		t.Fatal(err)
 	}
-	want := -0.5*mat.Dot(mat.NewVecDense(n, y), &al) - 0.5*cc.LogDet() - 0.5*float64(n)*math.Log(2*math.Pi)
-	if math.Abs(m.LogLik-want) > 1e-6*math.Max(1, math.Abs(want)) {
-		t.Errorf("evidence %v, DTC %v", m.LogLik, want)
+	for _, s2 := range []float64{0.01, 0.1} {
+		var A mat.Dense // s2 Kmm + Kmn Knm
+		A.Mul(Knm.T(), Knm)
+		for i := 0; i < M; i++ {
+			for j := 0; j < M; j++ {
+				A.Set(i, j, A.At(i, j)+s2*Kmm.At(i, j))
+			}
+		}
+		var rhs mat.VecDense
+		rhs.MulVec(Knm.T(), mat.NewVecDense(n, y))
+		var w mat.VecDense
+		if err := w.SolveVec(&A, &rhs); err != nil {
+			t.Fatal(err)
+		}
+		a, err := post.weights(s2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := 0; j < M; j++ {
+			if math.Abs(a[j]-w.AtVec(j)) > 1e-6*(1+math.Abs(w.AtVec(j))) {
+				t.Fatalf("s2 %g: weight %d = %v, DTC %v", s2, j, a[j], w.AtVec(j))
+			}
+		}
+		// Evidence: log N(y | 0, Knm Kmm^-1 Kmn + s2 I).
+		var ch mat.Cholesky
+		if !ch.Factorize(Kmm) {
+			t.Fatal("Kmm not positive definite")
+		}
+		var Ki mat.Dense
+		if err := ch.SolveTo(&Ki, Knm.T()); err != nil {
+			t.Fatal(err)
+		}
+		var Q mat.Dense
+		Q.Mul(Knm, &Ki)
+		C := mat.NewSymDense(n, nil)
+		for i := 0; i < n; i++ {
+			for j := 0; j <= i; j++ {
+				v := 0.5 * (Q.At(i, j) + Q.At(j, i))
+				if i == j {
+					v += s2
+				}
+				C.SetSym(i, j, v)
+			}
+		}
+		var cc mat.Cholesky
+		if !cc.Factorize(C) {
+			t.Fatal("DTC covariance not positive definite")
+		}
+		var al mat.VecDense
+		if err := cc.SolveVecTo(&al, mat.NewVecDense(n, y)); err != nil {
+			t.Fatal(err)
+		}
+		want := -0.5*mat.Dot(mat.NewVecDense(n, y), &al) - 0.5*cc.LogDet() - 0.5*float64(n)*math.Log(2*math.Pi)
+		got, err := post.evidence(s2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(got-want) > 1e-6*math.Max(1, math.Abs(want)) {
+			t.Errorf("s2 %g: evidence %v, DTC %v", s2, got, want)
+		}
 	}
 }
 

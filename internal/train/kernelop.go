@@ -449,13 +449,22 @@ func (k *kernelOperator) quad(A, B []float64, kc int) ([]float64, error) {
 
 // column returns K[:, i] = k(X, x_i), gathered from the shards.
 func (k *kernelOperator) column(i int) ([]float64, error) {
-	st, err := k.eng.Reduce(k.ctx, &KernelTask{Op: k.op, Kind: KernelCols, Idx: []int{i}})
+	return k.columns([]int{i})
+}
+
+// columns returns K[:, idx] = k(X, x_i) for i in idx (n x len(idx), column-major), gathered
+// from the shards in one map round.
+func (k *kernelOperator) columns(idx []int) ([]float64, error) {
+	n, c := k.op.N(), len(idx)
+	st, err := k.eng.Reduce(k.ctx, &KernelTask{Op: k.op, Kind: KernelCols, Idx: idx})
 	if err != nil {
-		return nil, fmt.Errorf("kernel column %d: %w", i, err)
+		return nil, fmt.Errorf("kernel columns (%d): %w", c, err)
 	}
 	r, ok := st.(*reduce.Rows)
-	if !ok || r.D != 1 || len(r.X) != k.op.N() {
-		return nil, fmt.Errorf("kernel column %d: the shards returned %T with the wrong shape", i, st)
+	if !ok || r.D != c || len(r.X) != n*c {
+		return nil, fmt.Errorf("kernel columns: the shards returned %T with the wrong shape", st)
 	}
-	return r.X, nil
+	out := make([]float64, n*c)
+	columnsOf(out, r.X, n, c)
+	return out, nil
 }

@@ -51,7 +51,8 @@ type Spec struct {
 	LearningRate float64 `json:"learning_rate,omitempty" yaml:"learning_rate,omitempty"` // cg: Adam base rate (default DefaultCGLearningRate)
 	CGTol        float64 `json:"cg_tol,omitempty" yaml:"cg_tol,omitempty"`               // cg: prediction solve tolerance (default 1e-4); kmcg: stop when ||r|| <= tol ||y_M|| (default 0.01)
 	Subset       int     `json:"subset,omitempty" yaml:"subset,omitempty"`               // kmcg: M inducing inputs from the rows (default all)
-	VarianceRank int     `json:"variance_rank,omitempty" yaml:"variance_rank,omitempty"` // cg: rank of the Lanczos variance cache (default DefaultVarianceRank)
+	VarianceRank int     `json:"variance_rank,omitempty" yaml:"variance_rank,omitempty"` // cg, kmcg: fixed rank of the Lanczos variance cache (default: adaptive, see VarianceGapTol)
+	KMCGNoise    string  `json:"kmcg_noise,omitempty" yaml:"kmcg_noise,omitempty"`       // kmcg: "start" (default: the sampled exact fit's noise) or "evidence" (refit by eq. 16)
 }
 
 // Defaults used when a Spec leaves a field at its zero value.
@@ -74,7 +75,7 @@ const (
 	DefaultCGLearningRate = 0.05 // Adam base rate, decayed x0.1 at 50%, 70% and 90% of the steps
 	DefaultCGPredictTol   = 1e-4 // relative residual of the prediction solve (digest 004 §6)
 	DefaultKMCGTol        = 0.01 // KMCG stopping rule ||r|| <= 0.01 ||y_M|| (digest 003 §2.4)
-	DefaultVarianceRank   = 100  // rank of the LOVE-style variance cache (digest 004 §6)
+	DefaultVarianceRank   = 100  // the adaptive variance cache may always grow to this rank (LOVE's rank, digest 004 §6)
 	MaxCGPredictIters     = 1000 // cap on the prediction solve (digest 004 §6)
 )
 
@@ -176,6 +177,11 @@ func (s *Spec) validateCG() error {
 		}
 		return nil
 	}
+	switch s.KMCGNoise {
+	case "", "start", "evidence":
+	default:
+		return fmt.Errorf("kmcg-noise: unknown choice %q; use start (keep the sampled exact fit's noise) or evidence (refit by the KMCG evidence, eq. 16)", s.KMCGNoise)
+	}
 	switch s.Truncation {
 	case "", "fixed", "rr":
 	default:
@@ -196,7 +202,8 @@ func (s *Spec) validateCG() error {
 		{"learning-rate", s.LearningRate != 0, cg, "cg"},
 		{"cg-tol", s.CGTol != 0, cg || kmcg, "cg and kmcg"},
 		{"subset", s.Subset != 0, kmcg, "kmcg"},
-		{"variance-rank", s.VarianceRank != 0, cg, "cg"},
+		{"variance-rank", s.VarianceRank != 0, cg || kmcg, "cg and kmcg"},
+		{"kmcg-noise", s.KMCGNoise != "", kmcg, "kmcg"},
 	}
 	for _, c := range checks {
 		if c.set {
@@ -223,7 +230,7 @@ func (s *Spec) validateCG() error {
 	case s.Subset < 0:
 		return fmt.Errorf("subset: %d is negative; give the number of inducing rows M (or 0 for all rows)", s.Subset)
 	case s.VarianceRank < 0:
-		return fmt.Errorf("variance-rank: %d is negative; give a positive rank (or 0 for the default %d)", s.VarianceRank, DefaultVarianceRank)
+		return fmt.Errorf("variance-rank: %d is negative; give a positive rank (or 0 for the adaptive rank)", s.VarianceRank)
 	}
 	return nil
 }
@@ -231,7 +238,6 @@ func (s *Spec) validateCG() error {
 func (s *Spec) cgIters() int { return orInt(s.CGIters, DefaultCGIters) }
 func (s *Spec) rrMin() int   { return orInt(s.RRMin, DefaultRRMin) }
 func (s *Spec) probes() int  { return orInt(s.Probes, DefaultProbes) }
-func (s *Spec) varRank() int { return orInt(s.VarianceRank, DefaultVarianceRank) }
 func (s *Spec) precondRank() int {
 	switch s.PrecondRank {
 	case 0:

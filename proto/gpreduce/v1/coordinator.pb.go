@@ -127,8 +127,12 @@ type JobSpec struct {
 	CgTol float64 `protobuf:"fixed64,27,opt,name=cg_tol,json=cgTol,proto3" json:"cg_tol,omitempty"`
 	// kmcg: M, the number of inducing inputs taken from the rows (default all rows).
 	Subset int32 `protobuf:"varint,28,opt,name=subset,proto3" json:"subset,omitempty"`
-	// cg: rank of the Lanczos predictive-variance cache (default 100).
-	VarianceRank  int32 `protobuf:"varint,29,opt,name=variance_rank,json=varianceRank,proto3" json:"variance_rank,omitempty"`
+	// cg, kmcg: fixed rank of the Lanczos predictive-variance cache (default 0: adaptive, grown
+	// until the variances converge).
+	VarianceRank int32 `protobuf:"varint,29,opt,name=variance_rank,json=varianceRank,proto3" json:"variance_rank,omitempty"`
+	// kmcg: the noise variance, "start" (the sampled exact fit's; default) or "evidence"
+	// (refitted by the KMCG evidence, eq. 16).
+	KmcgNoise     string `protobuf:"bytes,30,opt,name=kmcg_noise,json=kmcgNoise,proto3" json:"kmcg_noise,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -364,6 +368,13 @@ func (x *JobSpec) GetVarianceRank() int32 {
 		return x.VarianceRank
 	}
 	return 0
+}
+
+func (x *JobSpec) GetKmcgNoise() string {
+	if x != nil {
+		return x.KmcgNoise
+	}
+	return ""
 }
 
 type Hyperparameters struct {
@@ -1812,7 +1823,7 @@ var File_gpreduce_v1_coordinator_proto protoreflect.FileDescriptor
 
 const file_gpreduce_v1_coordinator_proto_rawDesc = "" +
 	"\n" +
-	"\x1dgpreduce/v1/coordinator.proto\x12\vgpreduce.v1\x1a\x17gpreduce/v1/types.proto\"\xad\a\n" +
+	"\x1dgpreduce/v1/coordinator.proto\x12\vgpreduce.v1\x1a\x17gpreduce/v1/types.proto\"\xcc\a\n" +
 	"\aJobSpec\x12\x16\n" +
 	"\x06method\x18\x01 \x01(\tR\x06method\x12\x16\n" +
 	"\x06kernel\x18\x02 \x01(\tR\x06kernel\x12\x12\n" +
@@ -1845,7 +1856,9 @@ const file_gpreduce_v1_coordinator_proto_rawDesc = "" +
 	"\rlearning_rate\x18\x1a \x01(\x01R\flearningRate\x12\x15\n" +
 	"\x06cg_tol\x18\x1b \x01(\x01R\x05cgTol\x12\x16\n" +
 	"\x06subset\x18\x1c \x01(\x05R\x06subset\x12#\n" +
-	"\rvariance_rank\x18\x1d \x01(\x05R\fvarianceRank\"\x85\x01\n" +
+	"\rvariance_rank\x18\x1d \x01(\x05R\fvarianceRank\x12\x1d\n" +
+	"\n" +
+	"kmcg_noise\x18\x1e \x01(\tR\tkmcgNoise\"\x85\x01\n" +
 	"\x0fHyperparameters\x12\"\n" +
 	"\flengthscales\x18\x01 \x03(\x01R\flengthscales\x12'\n" +
 	"\x0fsignal_variance\x18\x02 \x01(\x01R\x0esignalVariance\x12%\n" +

@@ -33,6 +33,7 @@ type serveFlags struct {
 	raftLeaderLease, raftSnapEvery  time.Duration
 	taskTimeout                     time.Duration
 	raftSnapThreshold, raftTrailing uint64
+	access                          accessFlags
 }
 
 func newServeCmd(e *env) *cobra.Command {
@@ -53,7 +54,9 @@ Clients need the API token (--token-file, or env GPREDUCE_TOKEN), workers the jo
 (--join-token-file, or env GPREDUCE_JOIN_TOKEN); the members call each other with the API
 token, so all members need the same tokens. TLS is on with --tls-cert and --tls-key; with
 --tls-ca, clients and workers must present a certificate signed by it, and the members and
-workers are verified against it.`,
+workers are verified against it.
+
+` + dataAccessHelp,
 		Example: `  coordinator serve --id c0 --data-dir /var/lib/gpreduce --bootstrap --token-file token --join-token-file join-token
   coordinator serve --id c1 --raft-addr 10.0.0.6:7000 --api-addr 10.0.0.6:7100 --data-dir /var/lib/gpreduce \
       --join 10.0.0.5:7100 --token-file token --join-token-file join-token`,
@@ -95,6 +98,7 @@ workers are verified against it.`,
 	fl.Uint64Var(&f.raftSnapThreshold, "raft-snapshot-threshold", 0, "log entries since the last snapshot that trigger one (default 1024)")
 	fl.Uint64Var(&f.raftTrailing, "raft-trailing-logs", 0, "log entries kept after a snapshot (default 1024)")
 	fl.DurationVar(&f.taskTimeout, "task-timeout", 0, "bound of one task attempt on a worker (default: the remote engine's)")
+	f.access.register(fl)
 	for _, n := range []string{"raft-heartbeat-timeout", "raft-election-timeout", "raft-leader-lease-timeout", "raft-snapshot-interval",
 		"raft-snapshot-threshold", "raft-trailing-logs", "task-timeout"} {
 		_ = fl.MarkHidden(n)
@@ -128,6 +132,10 @@ func (f *serveFlags) config(log zerolog.Logger) (coordinator.ServerConfig, error
 	if err != nil {
 		return cfg, err
 	}
+	data, err := f.access.reader()
+	if err != nil {
+		return cfg, err
+	}
 	var serverTLS, clientTLS *tls.Config
 	switch {
 	case f.tlsCert != "" && f.tlsKey != "":
@@ -155,7 +163,7 @@ func (f *serveFlags) config(log zerolog.Logger) (coordinator.ServerConfig, error
 		DataDir: f.dataDir, Bootstrap: f.bootstrap, Join: join,
 		Token: token, JoinToken: joinToken, ServerTLS: serverTLS, ClientTLS: clientTLS,
 		MetricsAddr: f.metricsAddr, HeartbeatTimeout: f.workerTimeout, CheckpointInterval: f.checkpointEvery,
-		TaskTimeout: f.taskTimeout, Logger: log,
+		TaskTimeout: f.taskTimeout, Logger: log, Data: data,
 		Raft: coordinator.RaftTuning{
 			HeartbeatTimeout: f.raftHeartbeat, ElectionTimeout: f.raftElection, LeaderLeaseTimeout: f.raftLeaderLease,
 			SnapshotInterval: f.raftSnapEvery, SnapshotThreshold: f.raftSnapThreshold, TrailingLogs: f.raftTrailing,

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/gpreduce/gpreduce/internal/auth"
+	"github.com/gpreduce/gpreduce/internal/shard"
 	"github.com/gpreduce/gpreduce/internal/wire"
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
@@ -77,6 +78,11 @@ type Config struct {
 	// MetricsAddr, if set, is the host:port of an HTTP server with Prometheus metrics at
 	// /metrics.
 	MetricsAddr string
+	// Data reads the shards of the tasks' data sources: which files and URLs may be read
+	// (Data.Access; the zero value allows all, so a served worker should be confined with
+	// shard.NewAccess) and the bounds of reading them. Every task, the rows task included,
+	// loads its shard through it.
+	Data shard.Reader
 }
 
 // Worker is a worker process: it serves the Worker gRPC service and keeps itself

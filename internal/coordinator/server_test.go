@@ -101,7 +101,7 @@ func TestServerTrainsJob(t *testing.T) {
 	rec := httptest.NewRecorder()
 	s.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	for _, want := range []string{`gpreduce_jobs{state="succeeded"} 1`, `gpreduce_live_workers 2`, `gpreduce_raft_state{state="leader"} 1`,
-		`gpreduce_tasks_total{result="ok"}`, `gpreduce_checkpoints_total{outcome="saved"}`, "gpreduce_rounds_total", "gpreduce_task_duration_seconds_bucket"} {
+		`gpreduce_tasks_total{result="ok"}`, `gpreduce_checkpoints_total{outcome="saved"}`, "gpreduce_rounds_total", "gpreduce_task_duration_seconds_bucket", "gpreduce_raft_term "} {
 		if !strings.Contains(rec.Body.String(), want) {
 			t.Errorf("metrics lack %s", want)
 		}

@@ -106,8 +106,8 @@ func (hc *httpClient) close() { hc.tr.CloseIdleConnections() }
 func (hc *httpClient) stalled(u string, err error) error {
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
-		return fmt.Errorf("GET %s: the source sent nothing for %s, or did not answer in time: it stalled; check the server: %w",
-			u, hc.readTimeout, err)
+		return fmt.Errorf("the source %s stalled: it sent nothing for %s (the read timeout, --read-timeout) or did not answer in time; "+
+			"check the server: %w", u, hc.readTimeout, err)
 	}
 	return err
 }

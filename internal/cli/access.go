@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/spf13/pflag"
+	"github.com/spf13/cobra"
 
 	"github.com/gpreduce/gpreduce/internal/shard"
 )
@@ -28,7 +28,8 @@ redirect, also need --allow-private-urls. The coordinators and every worker need
 settings. A CSV line longer than --max-line-bytes, a row with more than --max-fields fields
 and a source silent for --read-timeout fail their job.`
 
-func (f *accessFlags) register(fl *pflag.FlagSet) {
+func (f *accessFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
 	fl.StringArrayVar(&f.roots, "data-root", nil, "directory whose files jobs may read (repeatable; default: the working directory)")
 	fl.StringArrayVar(&f.urls, "allow-url", nil, "http(s) URL prefix or host pattern (host, *.domain) jobs may read (repeatable; default: none)")
 	fl.BoolVar(&f.allowPrivate, "allow-private-urls", false, "allow allowed URLs to reach loopback, link-local and private addresses")

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/spf13/pflag"
+	"github.com/spf13/cobra"
 
 	"github.com/gpreduce/gpreduce/internal/shard"
 )
@@ -60,9 +60,9 @@ func TestAccessFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	var f accessFlags
-	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
-	f.register(fs)
-	if err := fs.Parse(nil); err != nil {
+	cmd := &cobra.Command{}
+	f.register(cmd)
+	if err := cmd.Flags().Parse(nil); err != nil {
 		t.Fatal(err)
 	}
 	r, err := f.reader()

@@ -98,7 +98,7 @@ workers are verified against it.
 	fl.Uint64Var(&f.raftSnapThreshold, "raft-snapshot-threshold", 0, "log entries since the last snapshot that trigger one (default 1024)")
 	fl.Uint64Var(&f.raftTrailing, "raft-trailing-logs", 0, "log entries kept after a snapshot (default 1024)")
 	fl.DurationVar(&f.taskTimeout, "task-timeout", 0, "bound of one task attempt on a worker (default: the remote engine's)")
-	f.access.register(fl)
+	f.access.register(cmd)
 	for _, n := range []string{"raft-heartbeat-timeout", "raft-election-timeout", "raft-leader-lease-timeout", "raft-snapshot-interval",
 		"raft-snapshot-threshold", "raft-trailing-logs", "task-timeout"} {
 		_ = fl.MarkHidden(n)

@@ -127,7 +127,7 @@ certificate signed by it.
 	fl.StringVar(&f.tlsCA, "tls-ca", "", "CA certificates (PEM) that sign the coordinators' certificates; also required of clients")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "HOST:PORT of an HTTP server with Prometheus metrics at /metrics")
 	fl.DurationVar(&f.heartbeat, "heartbeat", 0, "heartbeat interval (default: what the leader asks for)")
-	f.access.register(fl)
+	f.access.register(cmd)
 	return cmd
 }
 

@@ -31,7 +31,7 @@ type serveFlags struct {
 	workerTimeout, checkpointEvery  time.Duration
 	raftHeartbeat, raftElection     time.Duration
 	raftLeaderLease, raftSnapEvery  time.Duration
-	taskTimeout                     time.Duration
+	taskTimeout, planTimeout        time.Duration
 	raftSnapThreshold, raftTrailing uint64
 	access                          accessFlags
 }
@@ -98,6 +98,8 @@ workers are verified against it.
 	fl.Uint64Var(&f.raftSnapThreshold, "raft-snapshot-threshold", 0, "log entries since the last snapshot that trigger one (default 1024)")
 	fl.Uint64Var(&f.raftTrailing, "raft-trailing-logs", 0, "log entries kept after a snapshot (default 1024)")
 	fl.DurationVar(&f.taskTimeout, "task-timeout", 0, "bound of one task attempt on a worker (default: the remote engine's)")
+	fl.DurationVar(&f.planTimeout, "plan-timeout", coordinator.DefaultPlanTimeout,
+		"bound of planning a job's data on the leader (a gzipped CSV or UCI split is read whole to count its rows)")
 	f.access.register(cmd)
 	for _, n := range []string{"raft-heartbeat-timeout", "raft-election-timeout", "raft-leader-lease-timeout", "raft-snapshot-interval",
 		"raft-snapshot-threshold", "raft-trailing-logs", "task-timeout"} {
@@ -153,7 +155,7 @@ func (f *serveFlags) config(log zerolog.Logger) (coordinator.ServerConfig, error
 		v    time.Duration
 	}{{"--worker-timeout", f.workerTimeout}, {"--checkpoint-interval", f.checkpointEvery}, {"--raft-heartbeat-timeout", f.raftHeartbeat},
 		{"--raft-election-timeout", f.raftElection}, {"--raft-leader-lease-timeout", f.raftLeaderLease},
-		{"--raft-snapshot-interval", f.raftSnapEvery}, {"--task-timeout", f.taskTimeout}} {
+		{"--raft-snapshot-interval", f.raftSnapEvery}, {"--task-timeout", f.taskTimeout}, {"--plan-timeout", f.planTimeout}} {
 		if d.v < 0 {
 			return cfg, fmt.Errorf("%s %s: must not be negative", d.flag, d.v)
 		}
@@ -163,7 +165,7 @@ func (f *serveFlags) config(log zerolog.Logger) (coordinator.ServerConfig, error
 		DataDir: f.dataDir, Bootstrap: f.bootstrap, Join: join,
 		Token: token, JoinToken: joinToken, ServerTLS: serverTLS, ClientTLS: clientTLS,
 		MetricsAddr: f.metricsAddr, HeartbeatTimeout: f.workerTimeout, CheckpointInterval: f.checkpointEvery,
-		TaskTimeout: f.taskTimeout, Logger: log, Data: data,
+		TaskTimeout: f.taskTimeout, Logger: log, Data: data, PlanTimeout: f.planTimeout,
 		Raft: coordinator.RaftTuning{
 			HeartbeatTimeout: f.raftHeartbeat, ElectionTimeout: f.raftElection, LeaderLeaseTimeout: f.raftLeaderLease,
 			SnapshotInterval: f.raftSnapEvery, SnapshotThreshold: f.raftSnapThreshold, TrailingLogs: f.raftTrailing,

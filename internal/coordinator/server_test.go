@@ -202,7 +202,7 @@ func TestServerJobFailures(t *testing.T) {
 		want []string
 	}{
 		{"missing", []string{filepath.Join(dir, "missing.csv")}},
-		{"bad", []string{badPath + ":457", "oops"}},
+		{"bad", []string{badPath + ":457:2", "(4 bytes, with letters) is not a number"}},
 	} {
 		j := waitState(t, c, tc.id, pb.JobState_JOB_STATE_FAILED, 30*time.Second)
 		for _, w := range tc.want {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"compress/gzip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -95,5 +96,49 @@ func TestAccessFlags(t *testing.T) {
 	code, _, errOut := run(t, "serve", "--id", "c", "--data-dir", t.TempDir(), "--data-root", filepath.Join(dir, "nope"))
 	if code != 1 || !strings.Contains(errOut, "--data-root") {
 		t.Errorf("serve with a missing data root: exit %d: %s", code, errOut)
+	}
+}
+
+// TestImportCommand: import turns a gzipped CSV into plain CSV that eval reads to the same
+// rows, and a bad input leaves no output.
+func TestImportCommand(t *testing.T) {
+	dir := t.TempDir()
+	gz := filepath.Join(dir, "in.csv.gz")
+	zf, err := os.Create(gz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zw := gzip.NewWriter(zf)
+	zw.Write([]byte("id,a,y\nr1,0.1,1e-3\nr2,0.30000000000000004,2\n"))
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	zf.Close()
+	out := filepath.Join(dir, "out.csv")
+	code, stdout, errOut := run(t, "import", gz, out, "--header", "--target", "y", "--columns", "a")
+	if code != 0 || !strings.Contains(stdout, "imported 2 rows") {
+		t.Fatalf("import: exit %d: %s%s", code, stdout, errOut)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil || string(b) != "\"a\",\"y\"\n0.1,0.001\n0.30000000000000004,2\n" {
+		t.Fatalf("output %q, %v", b, err)
+	}
+	bad := filepath.Join(dir, "bad.csv")
+	if err := os.WriteFile(bad, []byte("a,y\n1,2\n3,oops\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out2 := filepath.Join(dir, "out2.csv")
+	code, _, errOut = run(t, "import", bad, out2, "--header")
+	if code != 1 || !strings.Contains(errOut, "bad.csv:3:2") {
+		t.Errorf("bad input: exit %d: %s", code, errOut)
+	}
+	if _, err := os.Stat(out2); err == nil {
+		t.Error("a failed import left its output")
+	}
+	if _, err := os.Stat(out2 + ".tmp"); err == nil {
+		t.Error("a failed import left its temporary file")
+	}
+	if code, _, errOut := run(t, "import", bad, bad, "--header"); code != 1 || !strings.Contains(errOut, "is the input") {
+		t.Errorf("import onto its input: exit %d: %s", code, errOut)
 	}
 }

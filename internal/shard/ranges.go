@@ -17,8 +17,8 @@ import (
 // line at all.
 //
 // Gzip files cannot be split: SplitRanges refuses a path ending in ".gz". Read such a
-// file with one reader (LoadCSV, or Plan, which cuts it into row ranges) or decompress it
-// to plain CSV (gunzip).
+// file with one reader (LoadCSV, or Plan, which cuts it into row ranges) or convert it to
+// plain CSV with Import (`coordinator import`).
 func SplitRanges(path string, k int) ([]Ref, error) {
 	if err := notGzip(path); err != nil {
 		return nil, err
@@ -43,7 +43,7 @@ func SplitRanges(path string, k int) ([]Ref, error) {
 func notGzip(path string) error {
 	if strings.HasSuffix(path, ".gz") {
 		return &ParseError{File: path, Msg: "a gzip file cannot be split into byte ranges: " +
-			"submit it as it is (a gzipped CSV is read whole and cut into row ranges) or decompress it to plain CSV with gunzip"}
+			"submit it as it is (a gzipped CSV is read whole and cut into row ranges) or convert it to plain CSV with `coordinator import`"}
 	}
 	return nil
 }

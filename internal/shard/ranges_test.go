@@ -40,7 +40,7 @@ func TestSplitRangesErrors(t *testing.T) {
 	dir := t.TempDir()
 	gz := writeFileIn(t, dir, "d.csv.gz", "1,2\n")
 	_, err := SplitRanges(gz, 4)
-	checkParseError(t, err, gz, 0, 0, "gzip file cannot be split", "gunzip")
+	checkParseError(t, err, gz, 0, 0, "gzip file cannot be split", "coordinator import")
 	_, err = ReadRange(gz, Ref{Offset: 0, Length: 3}, CSVOptions{})
 	checkParseError(t, err, gz, 0, 0, "gzip file cannot be split")
 

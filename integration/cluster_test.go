@@ -200,7 +200,7 @@ func (c *cluster) startCoordinator(i int, extra ...string) {
 		"--data-dir", co.dataDir, "--token-file", c.tokenFile, "--join-token-file", c.joinTokenFile, "--raft-secret-file", c.raftSecretFile,
 		"--log-level", "debug"},
 		serveTuning...)
-	args = append(args, c.serveFlags...)
+	args = append(append(args, dataAccessFlags()...), c.serveFlags...)
 	co.proc.args = append(args, extra...)
 	co.proc.start(c.t)
 }
@@ -215,7 +215,7 @@ func (c *cluster) startWorker(name, tokenFile string) *proc {
 	p := &proc{name: name, bin: bins.worker, logPath: filepath.Join(c.dir, name+".log"),
 		args: []string{"serve", "--join", strings.Join(apis, ","), "--listen", freeAddr(c.t), "--name", name,
 			"--cores", "1", "--join-token-file", tokenFile, "--cache-size", "256MiB", "--log-level", "debug"}}
-	p.args = append(p.args, c.workerFlags...)
+	p.args = append(append(p.args, dataAccessFlags()...), c.workerFlags...)
 	p.start(c.t)
 	c.workers = append(c.workers, p)
 	c.all = append(c.all, p)

@@ -310,7 +310,7 @@ func TestBadDataFailsOnlyItsJob(t *testing.T) {
 	for _, k := range []struct {
 		id   string
 		want []string
-	}{{idBad, []string{bad, ":2501:", "abc"}}, {idGone, []string{missing}}} {
+	}{{idBad, []string{bad, ":2501:2: the field (3 bytes, with letters) is not a number"}}, {idGone, []string{missing}}} {
 		s := c.waitJob(k.id, time.Minute)
 		if s.State != "failed" {
 			t.Errorf("job on %s: %s, want failed", k.want[0], s.State)

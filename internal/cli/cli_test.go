@@ -119,7 +119,7 @@ func TestBadInput(t *testing.T) {
 		extra []string
 		want  []string
 	}{
-		{"non-numeric field", write("nonnum.csv", "a,b,y\n1,2,3\n4,abc,6\n"), nil, []string{"nonnum.csv:3:2", "abc"}},
+		{"non-numeric field", write("nonnum.csv", "a,b,y\n1,2,3\n4,abc,6\n"), nil, []string{"nonnum.csv:3:2", "not a number"}},
 		{"NaN", write("nan.csv", "a,b,y\n1,2,3\n4,NaN,6\n"), nil, []string{"nan.csv:3:2"}},
 		{"Inf", write("inf.csv", "a,b,y\n1,2,3\n4,5,-Inf\n"), nil, []string{"inf.csv:3:3"}},
 		{"ragged row", write("ragged.csv", "a,b,y\n1,2,3\n4,5\n"), nil, []string{"ragged.csv:3", "fields"}},

@@ -92,7 +92,10 @@ in-process engine instead; both give the same model.`,
 			if local {
 				pr := newProgress(e.errOut, e.tty)
 				var m *model.Model
-				r, m, err = evaluate(cmd.Context(), demoSpec(), tr, te, rf, pr.observe)
+				var td trainData
+				if td, err = demoLocalData(cmd.Context(), tr, rf); err == nil {
+					r, m, err = evaluate(cmd.Context(), demoSpec(), td, te, rf, pr.observe)
+				}
 				pr.done()
 				if err == nil {
 					b, err = m.Bytes()
@@ -128,6 +131,51 @@ in-process engine instead; both give the same model.`,
 	return cmd
 }
 
+// demoShards is the demo job's shard count: --shards, or one per rowsPerShard rows.
+func demoShards(tr *shard.Table, rf runFlags) (int, error) {
+	if rf.shards < 0 {
+		return 0, fmt.Errorf("--shards %d: must be positive", rf.shards)
+	}
+	if rf.shards == 0 {
+		return (tr.N() + rowsPerShard - 1) / rowsPerShard, nil
+	}
+	return rf.shards, nil
+}
+
+// demoReader is the data reader of the demo cluster: confined to dir, which holds the
+// training CSV.
+func demoReader(dir string) (shard.Reader, error) {
+	acc, err := shard.NewAccess([]string{dir}, nil, false)
+	if err != nil {
+		return shard.Reader{}, fmt.Errorf("demo cluster: %w", err)
+	}
+	return shard.Reader{Access: acc}, nil
+}
+
+// demoLocalData writes tr to a CSV file as the cluster demo does and cuts it as a cluster
+// cuts that file, so that --local trains the same model bits as the cluster.
+func demoLocalData(ctx context.Context, tr *shard.Table, rf runFlags) (trainData, error) {
+	k, err := demoShards(tr, rf)
+	if err != nil {
+		return trainData{}, err
+	}
+	dir, err := os.MkdirTemp("", "gpreduce-demo-")
+	if err != nil {
+		return trainData{}, err
+	}
+	defer os.RemoveAll(dir)
+	csvPath := filepath.Join(dir, "maunaloa_train.csv")
+	if err := writeTableCSV(csvPath, tr); err != nil {
+		return trainData{}, err
+	}
+	src := shard.Source{URI: csvPath, Format: "csv", Header: true, Target: tr.Target, Columns: tr.Columns}
+	l, tabs, err := shard.Reader{}.LoadAll(ctx, src, k)
+	if err != nil {
+		return trainData{}, err
+	}
+	return trainData{all: concatTables(tabs), refs: l.Refs, tabs: tabs}, nil
+}
+
 // Raft timings of the demo's one-member cluster: short, so that it leads at once.
 const (
 	demoRaftTimeout = 250 * time.Millisecond
@@ -139,12 +187,9 @@ const (
 // CSV file in a temporary directory. It submits the job, shows its progress, fetches the
 // model and scores it on te. It returns the report and the model's bytes.
 func clusterDemo(ctx context.Context, e *env, log zerolog.Logger, tr, te *shard.Table, rf runFlags) (*evalResult, []byte, error) {
-	if rf.shards < 0 {
-		return nil, nil, fmt.Errorf("--shards %d: must be positive", rf.shards)
-	}
-	k := rf.shards
-	if k == 0 {
-		k = (tr.N() + rowsPerShard - 1) / rowsPerShard
+	k, err := demoShards(tr, rf)
+	if err != nil {
+		return nil, nil, err
 	}
 	dir, err := os.MkdirTemp("", "gpreduce-demo-")
 	if err != nil {
@@ -155,6 +200,10 @@ func clusterDemo(ctx context.Context, e *env, log zerolog.Logger, tr, te *shard.
 	if err := writeTableCSV(csvPath, tr); err != nil {
 		return nil, nil, err
 	}
+	data, err := demoReader(dir)
+	if err != nil {
+		return nil, nil, err
+	}
 	token, joinToken := randomToken(), randomToken()
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -162,7 +211,7 @@ func clusterDemo(ctx context.Context, e *env, log zerolog.Logger, tr, te *shard.
 	srv, err := coordinator.OpenServer(ctx, coordinator.ServerConfig{
 		ID: "demo", RaftAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0", DataDir: filepath.Join(dir, "raft"), Bootstrap: true,
 		Token: token, JoinToken: joinToken, Logger: log.With().Str("component", "coordinator").Logger(),
-		Raft: coordinator.RaftTuning{HeartbeatTimeout: demoRaftTimeout, ElectionTimeout: demoRaftTimeout},
+		Raft: coordinator.RaftTuning{HeartbeatTimeout: demoRaftTimeout, ElectionTimeout: demoRaftTimeout}, Data: data,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("demo cluster: %w", err)
@@ -185,7 +234,7 @@ func clusterDemo(ctx context.Context, e *env, log zerolog.Logger, tr, te *shard.
 	for i := 1; i <= demoWorkers; i++ {
 		w, err := worker.New(worker.Config{
 			Join: []string{srv.APIAddr()}, Listen: "127.0.0.1:0", Name: fmt.Sprintf("demo-worker-%d", i), Cores: cores,
-			JoinToken: joinToken, CacheBytes: 256 << 20, Logger: log.With().Str("worker", fmt.Sprintf("demo-worker-%d", i)).Logger(),
+			JoinToken: joinToken, CacheBytes: 256 << 20, Data: data, Logger: log.With().Str("worker", fmt.Sprintf("demo-worker-%d", i)).Logger(),
 		})
 		if err != nil {
 			return nil, nil, fmt.Errorf("demo cluster: %w", err)

@@ -54,18 +54,23 @@ func (f *dataFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&f.trainRows, "train-rows", 0, "train on a fixed random sample of this many training rows, the same for every method (0: all); the test rows are unchanged")
 }
 
-// load reads the data and applies --train-rows.
-func (f *dataFlags) load() (tr, te *shard.Table, err error) {
+// load reads the data, applies --train-rows and cuts the training rows into their fixed
+// shards.
+func (f *dataFlags) load(ctx context.Context, rf runFlags) (trainData, *shard.Table, error) {
 	if f.trainRows < 0 {
-		return nil, nil, fmt.Errorf("--train-rows %d: give a positive number of rows, or 0 for all", f.trainRows)
+		return trainData{}, nil, fmt.Errorf("--train-rows %d: give a positive number of rows, or 0 for all", f.trainRows)
 	}
-	if tr, te, err = f.read(); err != nil {
-		return nil, nil, err
+	if rf.shards < 0 {
+		return trainData{}, nil, fmt.Errorf("--shards %d: must be positive", rf.shards)
 	}
-	if f.trainRows > 0 && f.trainRows < tr.N() {
-		tr = sampleRows(tr, f.trainRows)
+	td, te, err := f.read(ctx, rf.shards)
+	if err != nil {
+		return trainData{}, nil, err
 	}
-	return tr, te, nil
+	if f.trainRows > 0 && f.trainRows < td.all.N() {
+		td, err = rf.cut(sampleRows(td.all, f.trainRows))
+	}
+	return td, te, err
 }
 
 // sampleRows returns k rows of t drawn without replacement by a fixed stream, in file order.
@@ -80,7 +85,11 @@ func sampleRows(t *shard.Table, k int) *shard.Table {
 	return out
 }
 
-func (f *dataFlags) read() (tr, te *shard.Table, err error) {
+// read reads the training and test rows. Training rows from a CSV file are cut into k
+// shards exactly as a cluster cuts that file (line-aligned byte ranges of a plain CSV, row
+// ranges of a gzipped one; with --data, of the file's head), so that eval and a cluster
+// job train the same model bits; a UCI split is cut into row ranges, as a cluster cuts it.
+func (f *dataFlags) read(ctx context.Context, k int) (td trainData, te *shard.Table, err error) {
 	opts := shard.CSVOptions{Header: f.header, Target: f.target}
 	if f.columns != "" {
 		opts.Columns = strings.Split(f.columns, ",")
@@ -92,39 +101,90 @@ func (f *dataFlags) read() (tr, te *shard.Table, err error) {
 		}
 	}
 	if sources != 1 {
-		return nil, nil, fmt.Errorf("give exactly one data source: --uci DIR --split K, --train F --test F, or --data F --test-tail FRAC")
+		return td, nil, fmt.Errorf("give exactly one data source: --uci DIR --split K, --train F --test F, or --data F --test-tail FRAC")
 	}
 	switch {
 	case f.uci != "":
-		return shard.LoadUCI(f.uci, f.split)
+		tr, te, err := shard.LoadUCI(f.uci, f.split)
+		if err != nil {
+			return td, nil, err
+		}
+		td, err = runFlags{shards: k}.cut(tr)
+		return td, te, err
 	case f.data != "":
 		if !(f.testTail > 0 && f.testTail < 1) {
-			return nil, nil, fmt.Errorf("--test-tail %g: must be between 0 and 1", f.testTail)
+			return td, nil, fmt.Errorf("--test-tail %g: must be between 0 and 1", f.testTail)
 		}
 		all, err := shard.LoadCSV(f.data, opts)
 		if err != nil {
-			return nil, nil, err
+			return td, nil, err
 		}
 		cut := all.N() - int(math.Round(f.testTail*float64(all.N())))
 		if cut < 2 || cut >= all.N() {
-			return nil, nil, fmt.Errorf("--test-tail %g leaves %d training and %d test rows of %d; both need rows", f.testTail, cut, all.N()-cut, all.N())
+			return td, nil, fmt.Errorf("--test-tail %g leaves %d training and %d test rows of %d; both need rows", f.testTail, cut, all.N()-cut, all.N())
 		}
-		return all.Slice(0, cut), all.Slice(cut, all.N()), nil
+		te = all.Slice(cut, all.N())
+		if strings.HasSuffix(f.data, ".gz") {
+			td, err = runFlags{shards: k}.cut(all.Slice(0, cut))
+			return td, te, err
+		}
+		refs, err := shard.SplitHead(f.data, opts, cut, k)
+		if err != nil {
+			return td, nil, err
+		}
+		td, err = readRanges(f.data, refs, opts)
+		return td, te, err
 	default:
 		if f.trainCSV == "" || f.testCSV == "" {
-			return nil, nil, fmt.Errorf("--train and --test go together")
+			return td, nil, fmt.Errorf("--train and --test go together")
 		}
-		if tr, err = shard.LoadCSV(f.trainCSV, opts); err != nil {
-			return nil, nil, err
+		src := shard.Source{URI: f.trainCSV, Format: "csv", Header: f.header, Target: f.target, Columns: opts.Columns}
+		l, tabs, err := shard.Reader{}.LoadAll(ctx, src, k)
+		if err != nil {
+			return td, nil, err
 		}
 		if te, err = shard.LoadCSV(f.testCSV, opts); err != nil {
-			return nil, nil, err
+			return td, nil, err
 		}
-		if te.D != tr.D {
-			return nil, nil, fmt.Errorf("%s has %d input columns but %s has %d", f.testCSV, te.D, f.trainCSV, tr.D)
+		td = trainData{all: concatTables(tabs), refs: l.Refs, tabs: tabs}
+		if te.D != td.all.D {
+			return td, nil, fmt.Errorf("%s has %d input columns but %s has %d", f.testCSV, te.D, f.trainCSV, td.all.D)
 		}
-		return tr, te, nil
+		return td, te, nil
 	}
+}
+
+// trainData is the training rows and their fixed shards.
+type trainData struct {
+	all  *shard.Table // every training row, in shard order
+	refs []shard.Ref
+	tabs []*shard.Table
+}
+
+// readRanges reads the byte ranges refs of the plain CSV file at path.
+func readRanges(path string, refs []shard.Ref, opts shard.CSVOptions) (trainData, error) {
+	tabs := make([]*shard.Table, len(refs))
+	for i, ref := range refs {
+		t, err := shard.ReadRange(path, ref, opts)
+		if err != nil {
+			return trainData{}, err
+		}
+		tabs[i] = t
+	}
+	return trainData{all: concatTables(tabs), refs: refs, tabs: tabs}, nil
+}
+
+// concatTables returns the rows of tabs, which share their columns, as one table.
+func concatTables(tabs []*shard.Table) *shard.Table {
+	if len(tabs) == 1 {
+		return tabs[0]
+	}
+	t := &shard.Table{Source: tabs[0].Source, Columns: tabs[0].Columns, Target: tabs[0].Target, D: tabs[0].D}
+	for _, s := range tabs {
+		t.X = append(t.X, s.X...)
+		t.Y = append(t.Y, s.Y...)
+	}
+	return t
 }
 
 // specFlags are the method settings shared by eval and, later, submit.
@@ -249,17 +309,18 @@ func (f *runFlags) register(cmd *cobra.Command) {
 // rowsPerShard sets the default shard count, which depends only on the row count.
 const rowsPerShard = 1 << 16
 
-// localEngine cuts tr into the job's fixed shards and returns a local engine over them.
-func (f *runFlags) localEngine(tr *shard.Table) (*engine.Local, error) {
+// cut cuts rows held in memory (a UCI split, a sample, a gzipped CSV) into the job's
+// fixed row-range shards, as a cluster cuts a source read whole.
+func (f runFlags) cut(tr *shard.Table) (trainData, error) {
 	if f.shards < 0 {
-		return nil, fmt.Errorf("--shards %d: must be positive", f.shards)
+		return trainData{}, fmt.Errorf("--shards %d: must be positive", f.shards)
 	}
 	k := f.shards
 	if k == 0 {
 		k = (tr.N() + rowsPerShard - 1) / rowsPerShard
 	}
 	refs, tabs := shard.PartitionCount(tr, k)
-	return engine.NewLocal(refs, tabs, f.workers)
+	return trainData{all: tr, refs: refs, tabs: tabs}, nil
 }
 
 // evalResult is what eval prints; with --json exactly these fields.
@@ -296,12 +357,13 @@ type hyperResult struct {
 	NoiseVariance  float64   `json:"noise_variance"`
 }
 
-// evaluate trains spec on tr with the local engine and scores the model on te.
-func evaluate(ctx context.Context, spec train.Spec, tr, te *shard.Table, rf runFlags, obs train.Observer) (*evalResult, *model.Model, error) {
-	eng, err := rf.localEngine(tr)
+// evaluate trains spec on td's shards with the local engine and scores the model on te.
+func evaluate(ctx context.Context, spec train.Spec, td trainData, te *shard.Table, rf runFlags, obs train.Observer) (*evalResult, *model.Model, error) {
+	eng, err := engine.NewLocal(td.refs, td.tabs, rf.workers)
 	if err != nil {
 		return nil, nil, err
 	}
+	tr := td.all
 	spec.Columns, spec.Target = tr.Columns, tr.Target
 	t0 := time.Now()
 	m, err := train.Train(ctx, eng, spec, obs)
@@ -358,7 +420,7 @@ func newEvalCmd(e *env) *cobra.Command {
 			if err := checkSpec(spec, 0, flagNames); err != nil {
 				return err
 			}
-			tr, te, err := df.load()
+			td, te, err := df.load(cmd.Context(), rf)
 			if err != nil {
 				return err
 			}
@@ -368,7 +430,7 @@ func newEvalCmd(e *env) *cobra.Command {
 				pr = newProgress(e.errOut, e.tty)
 				obs = pr.observe
 			}
-			r, m, err := evaluate(cmd.Context(), spec, tr, te, rf, obs)
+			r, m, err := evaluate(cmd.Context(), spec, td, te, rf, obs)
 			if pr != nil {
 				pr.done()
 			}

@@ -39,7 +39,9 @@ type serveFlags struct {
 	raftLeaderLease, raftSnapEvery  time.Duration
 	taskTimeout, stragglerFloor     time.Duration
 	stragglerFactor                 float64
+	planTimeout                     time.Duration
 	raftSnapThreshold, raftTrailing uint64
+	access                          accessFlags
 }
 
 func newServeCmd(e *env) *cobra.Command {
@@ -67,7 +69,9 @@ with the raft secret (--raft-secret-file, or env ` + raftSecretEnv + `; by defau
 token) every raft connection is TLS 1.3 keyed by the secret plus an HMAC handshake, and with
 --tls-ca as well the raft connections use mutual TLS with the members' certificates (and the
 secret's handshake inside). A member with neither may only run alone on a loopback
---raft-addr: --join, or a --raft-addr other hosts can reach, is refused.`,
+--raft-addr: --join, or a --raft-addr other hosts can reach, is refused.
+
+` + dataAccessHelp,
 		Example: `  coordinator serve --id c0 --data-dir /var/lib/gpreduce --bootstrap --token-file token --join-token-file join-token
   coordinator serve --id c1 --raft-addr 10.0.0.6:7000 --api-addr 10.0.0.6:7100 --data-dir /var/lib/gpreduce \
       --join 10.0.0.5:7100 --token-file token --join-token-file join-token`,
@@ -113,6 +117,9 @@ secret's handshake inside). A member with neither may only run alone on a loopba
 	fl.Uint64Var(&f.raftSnapThreshold, "raft-snapshot-threshold", 0, "log entries since the last snapshot that trigger one (default 1024)")
 	fl.Uint64Var(&f.raftTrailing, "raft-trailing-logs", 0, "log entries kept after a snapshot (default 1024)")
 	fl.DurationVar(&f.taskTimeout, "task-timeout", 0, "bound of one task attempt on a worker (default: the remote engine's)")
+	fl.DurationVar(&f.planTimeout, "plan-timeout", coordinator.DefaultPlanTimeout,
+		"bound of planning a job's data on the leader (a gzipped CSV or UCI split is read whole to count its rows)")
+	f.access.register(cmd)
 	for _, n := range []string{"raft-heartbeat-timeout", "raft-election-timeout", "raft-leader-lease-timeout", "raft-snapshot-interval",
 		"raft-snapshot-threshold", "raft-trailing-logs", "task-timeout"} {
 		_ = fl.MarkHidden(n)
@@ -143,6 +150,10 @@ func (f *serveFlags) config(log zerolog.Logger) (coordinator.ServerConfig, error
 		return cfg, err
 	}
 	joinToken, err := tokenFrom(f.joinTokenFile, joinTokenEnv, "--join-token-file")
+	if err != nil {
+		return cfg, err
+	}
+	data, err := f.access.reader()
 	if err != nil {
 		return cfg, err
 	}
@@ -185,7 +196,8 @@ func (f *serveFlags) config(log zerolog.Logger) (coordinator.ServerConfig, error
 		v    time.Duration
 	}{{"--worker-timeout", f.workerTimeout}, {"--checkpoint-interval", f.checkpointEvery}, {"--raft-heartbeat-timeout", f.raftHeartbeat},
 		{"--raft-election-timeout", f.raftElection}, {"--raft-leader-lease-timeout", f.raftLeaderLease},
-		{"--raft-snapshot-interval", f.raftSnapEvery}, {"--task-timeout", f.taskTimeout}, {"--straggler-floor", f.stragglerFloor}} {
+		{"--raft-snapshot-interval", f.raftSnapEvery}, {"--task-timeout", f.taskTimeout}, {"--straggler-floor", f.stragglerFloor},
+		{"--plan-timeout", f.planTimeout}} {
 		if d.v < 0 {
 			return cfg, fmt.Errorf("%s %s: must not be negative", d.flag, d.v)
 		}
@@ -196,6 +208,7 @@ func (f *serveFlags) config(log zerolog.Logger) (coordinator.ServerConfig, error
 		Token: token, JoinToken: joinToken, ServerTLS: serverTLS, ClientTLS: clientTLS, RaftSecret: []byte(raftSecret),
 		MetricsAddr: f.metricsAddr, HeartbeatTimeout: f.workerTimeout, CheckpointInterval: f.checkpointEvery,
 		TaskTimeout: f.taskTimeout, StragglerFactor: f.stragglerFactor, StragglerFloor: f.stragglerFloor, Logger: log,
+		Data: data, PlanTimeout: f.planTimeout,
 		Raft: coordinator.RaftTuning{
 			HeartbeatTimeout: f.raftHeartbeat, ElectionTimeout: f.raftElection, LeaderLeaseTimeout: f.raftLeaderLease,
 			SnapshotInterval: f.raftSnapEvery, SnapshotThreshold: f.raftSnapThreshold, TrailingLogs: f.raftTrailing,

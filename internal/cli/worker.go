@@ -77,6 +77,7 @@ type workerServeFlags struct {
 	tlsCert, tlsKey, tlsCA  string
 	metricsAddr             string
 	heartbeat               time.Duration
+	access                  accessFlags
 }
 
 func newWorkerServeCmd(log *zerolog.Logger) *cobra.Command {
@@ -93,7 +94,9 @@ The join token (--join-token-file, or env ` + joinTokenEnv + `) is sent to the c
 and required on every call to the worker. TLS is on with --tls-cert and --tls-key: the
 worker's certificate serves its own service and is presented to coordinators that ask for
 one; --tls-ca verifies the coordinators and, on the worker's service, requires a client
-certificate signed by it.`,
+certificate signed by it.
+
+` + dataAccessHelp,
 		Example: `  worker serve --join 10.0.0.5:7100,10.0.0.6:7100 --listen 0.0.0.0:7200 --advertise $(hostname -i):7200
   GPREDUCE_JOIN_TOKEN=$(cat /etc/gpreduce/join-token) worker serve --join coordinator:7100 --metrics-addr :9200`,
 		Args: cobra.NoArgs,
@@ -124,6 +127,7 @@ certificate signed by it.`,
 	fl.StringVar(&f.tlsCA, "tls-ca", "", "CA certificates (PEM) that sign the coordinators' certificates; also required of clients")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "HOST:PORT of an HTTP server with Prometheus metrics at /metrics")
 	fl.DurationVar(&f.heartbeat, "heartbeat", 0, "heartbeat interval (default: what the leader asks for)")
+	f.access.register(cmd)
 	return cmd
 }
 
@@ -155,6 +159,10 @@ func (f *workerServeFlags) config(log zerolog.Logger) (worker.Config, error) {
 			return worker.Config{}, fmt.Errorf("--join-token-file: %w", err)
 		}
 	}
+	data, err := f.access.reader()
+	if err != nil {
+		return worker.Config{}, err
+	}
 	var clientTLS, serverTLS *tls.Config
 	switch {
 	case f.tlsCert != "" && f.tlsKey != "":
@@ -171,7 +179,7 @@ func (f *workerServeFlags) config(log zerolog.Logger) (worker.Config, error) {
 		Join: join, Listen: f.listen, Advertise: f.advertise, Name: f.name, Cores: f.cores,
 		CacheDir: f.cacheDir, CacheBytes: cacheBytes, BlobCacheBytes: blobBytes, JoinToken: token,
 		ClientTLS: clientTLS, ServerTLS: serverTLS, Logger: log,
-		HeartbeatInterval: f.heartbeat, MetricsAddr: f.metricsAddr,
+		HeartbeatInterval: f.heartbeat, MetricsAddr: f.metricsAddr, Data: data,
 	}, nil
 }
 

@@ -58,6 +58,9 @@ func newMetrics(node *Node, pool *registry) *metrics {
 				}
 				return 0
 			}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "gpreduce_raft_term", Help: "This coordinator's current raft term; it grows with every election."},
+			func() float64 { return float64(node.raft.CurrentTerm()) }),
 		newStateCollector(node),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

@@ -46,6 +46,8 @@ type runner struct {
 	// (remote.Config); zero values select its defaults.
 	stragglerFactor float64
 	stragglerFloor  time.Duration
+	data        shard.Reader  // reads and bounds the jobs' data sources (see planData)
+	planTimeout time.Duration // bound of planning a job's data (default DefaultPlanTimeout)
 
 	mu   sync.Mutex
 	term *term // nil while not leading
@@ -283,19 +285,15 @@ func (r *runner) execute(ctx context.Context, log zerolog.Logger, j Job) error {
 		log.Info().Int("iteration", j.Iteration).Int("checkpoint_bytes", len(j.Checkpoint)).Msg("job resumed")
 	}
 
-	refs, err := shard.Plan(ctx, plan.Source, plan.Shards)
+	layout, err := r.planData(ctx, plan.Source, plan.Shards)
 	if err != nil {
 		return err // names the data source
 	}
-	// Record the data's column names in the model exactly as a local run does, from the table
-	// of shard 0, so the cluster and `coordinator eval` write the same model bytes.
-	first, err := shard.Load(ctx, plan.Source, refs[0])
-	if err != nil {
-		return err
-	}
-	plan.Spec.Columns, plan.Spec.Target = first.Columns, first.Target
+	// Record the data's column names in the model exactly as a local run does (those of
+	// every shard's table), so the cluster and `coordinator eval` write the same model bytes.
+	plan.Spec.Columns, plan.Spec.Target = layout.Columns, layout.Target
 	eng, err := remote.New(remote.Config{
-		JobID: j.ID, Source: plan.Source, Shards: refs, Pool: r.pool, Dial: r.dial,
+		JobID: j.ID, Source: plan.Source, Shards: layout.Refs, Pool: r.pool, Dial: r.dial,
 		ShardTimeout: plan.ShardTimeout, TaskTimeout: r.taskTimeout, Logger: log, Observe: r.metrics.observeTask,
 		StragglerFactor: r.stragglerFactor, StragglerFloor: r.stragglerFloor, OnStraggler: r.onStraggler,
 	})

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/gpreduce/gpreduce/internal/auth"
+	"github.com/gpreduce/gpreduce/internal/shard"
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
 
@@ -86,6 +87,12 @@ type ServerConfig struct {
 	Logger zerolog.Logger
 	// Raft tunes the raft node (timeouts, snapshots, size limits); see Config.
 	Raft RaftTuning
+	// Data reads the jobs' data sources when the leader plans them: which files and URLs
+	// may be read (Data.Access; the zero value allows all, so a served coordinator should
+	// be confined with shard.NewAccess) and the bounds of reading them.
+	Data shard.Reader
+	// PlanTimeout bounds planning one job's data source (default DefaultPlanTimeout).
+	PlanTimeout time.Duration
 }
 
 // RaftTuning holds the Config fields that tune raft; zero values select Config's defaults.
@@ -195,6 +202,7 @@ func OpenServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 		node: node, pool: s.pool, events: s.events, dial: s.workers.worker, metrics: s.metrics,
 		log: log.With().Str("component", "runner").Logger(), ckInterval: ckInterval, taskTimeout: cfg.TaskTimeout,
 		stragglerFactor: cfg.StragglerFactor, stragglerFloor: cfg.StragglerFloor,
+		data: cfg.Data, planTimeout: cfg.PlanTimeout,
 	}
 	s.warnSecurity()
 

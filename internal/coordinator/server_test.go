@@ -101,7 +101,7 @@ func TestServerTrainsJob(t *testing.T) {
 	rec := httptest.NewRecorder()
 	s.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	for _, want := range []string{`gpreduce_jobs{state="succeeded"} 1`, `gpreduce_live_workers 2`, `gpreduce_raft_state{state="leader"} 1`,
-		`gpreduce_tasks_total{result="ok"}`, `gpreduce_checkpoints_total{outcome="saved"}`, "gpreduce_rounds_total", "gpreduce_task_duration_seconds_bucket"} {
+		`gpreduce_tasks_total{result="ok"}`, `gpreduce_checkpoints_total{outcome="saved"}`, "gpreduce_rounds_total", "gpreduce_task_duration_seconds_bucket", "gpreduce_raft_term "} {
 		if !strings.Contains(rec.Body.String(), want) {
 			t.Errorf("metrics lack %s", want)
 		}
@@ -202,7 +202,7 @@ func TestServerJobFailures(t *testing.T) {
 		want []string
 	}{
 		{"missing", []string{filepath.Join(dir, "missing.csv")}},
-		{"bad", []string{badPath + ":457", "oops"}},
+		{"bad", []string{badPath + ":457:2", "(4 bytes, with letters) is not a number"}},
 	} {
 		j := waitState(t, c, tc.id, pb.JobState_JOB_STATE_FAILED, 30*time.Second)
 		for _, w := range tc.want {

@@ -3,7 +3,9 @@ package model
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"math"
@@ -14,8 +16,18 @@ import (
 	"github.com/gpreduce/gpreduce/internal/solver"
 )
 
-// Version is the encoding version written by Encode. Decode accepts only versions it knows.
+// Version is the version of the model's field layout (Model.Version, the body of an
+// encoded model). Decode accepts only versions it knows.
 const Version = 1
+
+// Encoding versions of the file header. EncodingVersion, written by Encode, is the
+// checksummed envelope: the header is followed by the sha256 of the body, which Decode
+// checks. legacyEncoding, a body without a checksum (files written before it existed), is
+// still read.
+const (
+	EncodingVersion = 2
+	legacyEncoding  = 1
+)
 
 // magic opens every encoded model.
 var magic = [8]byte{'G', 'P', 'R', 'M', 'O', 'D', 'E', 'L'}
@@ -254,23 +266,28 @@ func (m *Model) Predict(x []float64, rows int) (Prediction, error) {
 
 type featureMap func(x []float64, rows int, dst []float64)
 
-// Encode writes the model: 8 magic bytes, the version as a little-endian uint32, then the
-// model's fields in the fixed binary layout of codec.go. The same model always encodes to
-// the same bytes, in any process.
+// Encode writes the model: 8 magic bytes, EncodingVersion as a little-endian uint32, the
+// 32-byte sha256 of the body, then the body: the model's fields in the fixed binary layout
+// of codec.go. The same model always encodes to the same bytes, in any process.
 func (m *Model) Encode(w io.Writer) error {
-	bw := bufio.NewWriter(w)
-	if _, err := bw.Write(magic[:]); err != nil {
-		return fmt.Errorf("encode model: %w", err)
-	}
-	if err := binary.Write(bw, binary.LittleEndian, uint32(Version)); err != nil {
-		return fmt.Errorf("encode model: %w", err)
-	}
-	e := &encoder{w: bw}
+	var body bytes.Buffer
+	e := &encoder{w: &body}
 	e.model(m)
 	if e.err != nil {
 		return fmt.Errorf("encode model: %w", e.err)
 	}
-	return bw.Flush()
+	sum := sha256.Sum256(body.Bytes())
+	bw := bufio.NewWriter(w)
+	bw.Write(magic[:])
+	var v [4]byte
+	binary.LittleEndian.PutUint32(v[:], EncodingVersion)
+	bw.Write(v[:])
+	bw.Write(sum[:])
+	bw.Write(body.Bytes())
+	if err := bw.Flush(); err != nil { // a bufio.Writer keeps its first error
+		return fmt.Errorf("encode model: %w", err)
+	}
+	return nil
 }
 
 // Bytes returns the encoded model.
@@ -282,8 +299,10 @@ func (m *Model) Bytes() ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// Decode reads a model written by Encode and checks that it is complete and consistent, so a
-// decoded model never panics in Predict.
+// Decode reads a model written by Encode, checks its sha256, and checks that it is
+// complete and consistent, so a decoded model never panics in Predict. A model whose bytes
+// do not match their checksum (a damaged file) is refused. Models of the legacy encoding,
+// which has no checksum, are read without that check.
 func Decode(r io.Reader) (*Model, error) {
 	var head [8]byte
 	if _, err := io.ReadFull(r, head[:]); err != nil || head != magic {
@@ -293,12 +312,26 @@ func Decode(r io.Reader) (*Model, error) {
 	if err := binary.Read(r, binary.LittleEndian, &v); err != nil {
 		return nil, fmt.Errorf("decode model: %w", err)
 	}
-	if v != Version {
-		return nil, fmt.Errorf("decode model: encoding version %d; this build reads version %d", v, Version)
+	var want [sha256.Size]byte
+	switch v {
+	case EncodingVersion:
+		if _, err := io.ReadFull(r, want[:]); err != nil {
+			return nil, fmt.Errorf("decode model: %w: the checksum is cut short", errTruncated)
+		}
+	case legacyEncoding:
+	default:
+		return nil, fmt.Errorf("decode model: encoding version %d; this build reads versions %d and %d: "+
+			"use a gpreduce build that wrote it, or retrain", v, legacyEncoding, EncodingVersion)
 	}
 	body, err := io.ReadAll(r)
 	if err != nil {
 		return nil, fmt.Errorf("decode model: %w", err)
+	}
+	if v == EncodingVersion {
+		if got := sha256.Sum256(body); got != want {
+			return nil, fmt.Errorf("decode model: the file is damaged: its contents have sha256 %s but it was written with %s; "+
+				"fetch the model again (coordinator model) or retrain", hex.EncodeToString(got[:8]), hex.EncodeToString(want[:8]))
+		}
 	}
 	d := &decoder{b: body}
 	m := d.model()

@@ -2,6 +2,7 @@ package model
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -19,8 +20,8 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 			if b2 := encode(t, m); !bytes.Equal(b1, b2) {
 				t.Fatalf("two encodings of the same model differ")
 			}
-			if !bytes.HasPrefix(b1, []byte("GPRMODEL")) || binary.LittleEndian.Uint32(b1[8:12]) != Version {
-				t.Fatalf("header % x, want GPRMODEL and version %d", b1[:12], Version)
+			if !bytes.HasPrefix(b1, []byte("GPRMODEL")) || binary.LittleEndian.Uint32(b1[8:12]) != EncodingVersion {
+				t.Fatalf("header % x, want GPRMODEL and version %d", b1[:12], EncodingVersion)
 			}
 			d, err := Decode(bytes.NewReader(b1))
 			if err != nil {
@@ -509,7 +510,7 @@ func TestDecodeBadHeaderAndTruncation(t *testing.T) {
 		{"no version", good[:8], "decode model"},
 		{"short version", good[:10], "decode model"},
 		{"version 0", version(0), "encoding version 0"},
-		{"version 2", version(2), "encoding version 2"},
+		{"version 3", version(3), "encoding version 3"},
 		{"version max", version(math.MaxUint32), "encoding version 4294967295"},
 		{"no body", good[:12], "decode model"},
 		{"half body", good[:len(good)/2], "decode model"},
@@ -576,6 +577,10 @@ func FuzzDecode(f *testing.F) {
 		mu.mutate(m)
 		f.Add(encode(f, m))
 	}
+	// The legacy encoding (no checksum), whole and damaged.
+	leg := legacy(encode(f, validModels()["gl"]))
+	f.Add(leg)
+	f.Add(overwrite(leg, len(leg)/2, 16))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := Decode(bytes.NewReader(data))
 		if err != nil {
@@ -596,6 +601,9 @@ func FuzzDecode(f *testing.F) {
 		b, err := m.Bytes()
 		if err != nil {
 			t.Fatalf("re-encode: %v", err)
+		}
+		if bytes.HasPrefix(data, []byte("GPRMODEL\x01\x00\x00\x00")) {
+			b = legacy(b) // a legacy model re-encodes to the checksummed encoding
 		}
 		if !bytes.Equal(b, data) {
 			t.Fatalf("a decoded model re-encodes to %d different bytes (read %d)", len(b), len(data))
@@ -619,5 +627,59 @@ func TestHandBuiltModelsValid(t *testing.T) {
 				t.Errorf("gl: feature map of %v features, posterior of %d (%v)", gl, len(m.Features.Beta), err)
 			}
 		}
+	}
+}
+
+// legacy turns an encoded model into the legacy encoding: no checksum after the header.
+func legacy(b []byte) []byte {
+	out := append([]byte(nil), b[:8]...)
+	out = binary.LittleEndian.AppendUint32(out, legacyEncoding)
+	return append(out, b[12+sha256.Size:]...)
+}
+
+// overwrite returns a copy of b with n bytes from off replaced by a fixed pattern.
+func overwrite(b []byte, off, n int) []byte {
+	c := append([]byte(nil), b...)
+	for i := off; i < off+n && i < len(c); i++ {
+		c[i] = byte(0xa5 ^ i)
+	}
+	return c
+}
+
+// TestDecodeRefusesDamagedModels: a model with 16 bytes overwritten anywhere is refused,
+// past the header with an error saying the file is damaged; the intact model decodes.
+func TestDecodeRefusesDamagedModels(t *testing.T) {
+	for _, name := range []string{"gl", "exact", "expansion"} {
+		b := encode(t, validModels()[name])
+		if _, err := Decode(bytes.NewReader(b)); err != nil {
+			t.Fatalf("%s: the intact model: %v", name, err)
+		}
+		for off := 0; off < len(b); off += 7 {
+			_, err := Decode(bytes.NewReader(overwrite(b, off, 16)))
+			switch {
+			case err == nil:
+				t.Errorf("%s: 16 bytes overwritten at offset %d of %d: accepted", name, off, len(b))
+			case off >= 12 && !strings.Contains(err.Error(), "the file is damaged"):
+				t.Errorf("%s: 16 bytes overwritten at offset %d: %v, want a checksum error", name, off, err)
+			}
+		}
+	}
+}
+
+// TestDecodeLegacyModel: a model of the legacy encoding, without a checksum, still decodes
+// to the same model.
+func TestDecodeLegacyModel(t *testing.T) {
+	m := validModels()["gl"]
+	d, err := Decode(bytes.NewReader(legacy(encode(t, m))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(encode(t, d), encode(t, m)) {
+		t.Error("the legacy model decodes to a different model")
+	}
+	b := encode(t, m)
+	binary.LittleEndian.PutUint32(b[8:12], 7)
+	if _, err := Decode(bytes.NewReader(b)); err == nil || !strings.Contains(err.Error(), "encoding version 7") {
+		t.Errorf("unknown encoding version: %v", err)
 	}
 }

@@ -45,18 +45,45 @@ type CSVOptions struct {
 	// and the table's Target is "" and its Y all zeros, one per row, so that N counts the
 	// rows.
 	NoTarget bool
+	// MaxLineBytes bounds the length of a line, its ending included (0:
+	// DefaultMaxLineBytes). A longer line is an error naming it, read no further than the
+	// bound, so a file without line breaks cannot exhaust memory.
+	MaxLineBytes int
+	// MaxFields bounds the number of fields of a row (0: DefaultMaxFields).
+	MaxFields int
+}
+
+// Default bounds of CSVOptions.
+const (
+	DefaultMaxLineBytes = 1 << 20
+	DefaultMaxFields    = 1 << 14
+)
+
+// bounds returns the line and field bounds with their defaults filled in.
+func (o CSVOptions) bounds() (maxLine, maxFields int) {
+	maxLine, maxFields = o.MaxLineBytes, o.MaxFields
+	if maxLine <= 0 {
+		maxLine = DefaultMaxLineBytes
+	}
+	if maxFields <= 0 {
+		maxFields = DefaultMaxFields
+	}
+	return maxLine, maxFields
 }
 
 // ReadCSV reads a whole CSV stream into a table. Name identifies the stream in errors and
 // becomes the table's Source. See CSVOptions for the format.
 //
-// ReadCSV fails with a *ParseError, naming the line and field, when a selected field is
+// ReadCSV fails with a *ParseError, naming the line and field, when a line is longer than
+// opts.MaxLineBytes or has more fields than opts.MaxFields; when a selected field is
 // empty, not a number, NaN or infinite; when a row has a different number of fields from
 // the header (or, without a header, from the first row); when the stream has no data rows;
 // when the header has an empty or duplicate name; and when the options name a column that
-// does not exist, select the target as an input, or select no input at all.
+// does not exist, select the target as an input, or select no input at all. Errors never
+// quote the data: they name the line, the 1-based field and what is wrong with it, so a
+// file that is not meant to be read (a password file, a token) cannot leak through them.
 func ReadCSV(r io.Reader, name string, opts CSVOptions) (*Table, error) {
-	lr := newLineReader(bufio.NewReaderSize(r, readBufSize), name, 0, 0)
+	lr := newLineReader(bufio.NewReaderSize(r, readBufSize), name, 0, 0, opts)
 	s, fields, _, err := readSchema(lr, name, opts)
 	if err != nil {
 		return nil, err
@@ -119,7 +146,10 @@ func readSchema(lr *lineReader, name string, opts CSVOptions) (*schema, [][]byte
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	fields := splitFields(first, nil)
+	fields, err := lr.fields(first, nil)
+	if err != nil {
+		return nil, nil, 0, err
+	}
 	s, err := newSchema(name, opts, lr.line, fields)
 	if err != nil {
 		return nil, nil, 0, err
@@ -139,15 +169,38 @@ const readBufSize = 64 << 10
 // lineReader returns the non-blank lines of a stream with their line numbers and byte
 // offsets. Lines are returned without their "\n" or "\r\n" ending.
 type lineReader struct {
-	br   *bufio.Reader
-	name string
-	pos  int64 // byte offset of the next unread byte
-	line int   // line number of the last line read (lines before pos)
-	long []byte
+	br        *bufio.Reader
+	name      string
+	pos       int64 // byte offset of the next unread byte
+	line      int   // line number of the last line read (lines before pos)
+	long      []byte
+	maxLine   int // longest line accepted, its ending included
+	maxFields int // most fields accepted in a row
 }
 
-func newLineReader(br *bufio.Reader, name string, pos int64, line int) *lineReader {
-	return &lineReader{br: br, name: name, pos: pos, line: line}
+// newLineReader reads lines from br, whose first byte is at offset pos after line lines,
+// with the bounds of opts.
+func newLineReader(br *bufio.Reader, name string, pos int64, line int, opts CSVOptions) *lineReader {
+	lr := &lineReader{br: br, name: name, pos: pos, line: line}
+	lr.maxLine, lr.maxFields = opts.bounds()
+	return lr
+}
+
+// tooLong is the error for line number line, longer than maxLine bytes.
+func tooLong(name string, line, maxLine int) error {
+	return &ParseError{File: name, Line: line, Msg: fmt.Sprintf(
+		"the line is longer than %d bytes (the line length bound): check that the file is CSV with \\n line endings, "+
+			"or raise the bound (--max-line-bytes)", maxLine)}
+}
+
+// fields splits line at commas as splitFields does, failing when it has more than the
+// field bound.
+func (lr *lineReader) fields(line []byte, dst [][]byte) ([][]byte, error) {
+	if n := bytes.Count(line, []byte{','}) + 1; n > lr.maxFields {
+		return nil, &ParseError{File: lr.name, Line: lr.line, Msg: fmt.Sprintf(
+			"the row has %d fields, more than the bound of %d: check the file, or raise the bound (--max-fields)", n, lr.maxFields)}
+	}
+	return splitFields(line, dst), nil
 }
 
 // next returns the next non-blank line and the offset of its first byte, or io.EOF. The
@@ -156,6 +209,9 @@ func (lr *lineReader) next() ([]byte, int64, error) {
 	for {
 		start := lr.pos
 		raw, err := lr.raw()
+		if errors.Is(err, errLineTooLong) {
+			return nil, 0, tooLong(lr.name, lr.line+1, lr.maxLine)
+		}
 		if err != nil && err != io.EOF {
 			return nil, 0, &ParseError{File: lr.name, Line: lr.line + 1, Err: err, Msg: fmt.Sprintf(
 				"reading failed (%v): check that the file is complete and readable", err)}
@@ -182,20 +238,33 @@ func (lr *lineReader) next() ([]byte, int64, error) {
 	}
 }
 
+// errLineTooLong is returned by raw for a line longer than the bound.
+var errLineTooLong = errors.New("line too long")
+
 // raw returns the next line including its '\n', if any. At the end of the stream it
-// returns the final unterminated line with a nil error, then (nil, io.EOF).
+// returns the final unterminated line with a nil error, then (nil, io.EOF). A line longer
+// than maxLine fails with errLineTooLong once maxLine bytes of it have been read.
 func (lr *lineReader) raw() ([]byte, error) {
 	b, err := lr.br.ReadSlice('\n')
 	if err != bufio.ErrBufferFull {
 		if err == io.EOF && len(b) > 0 {
 			err = nil
 		}
+		if len(b) > lr.maxLine {
+			return nil, errLineTooLong
+		}
 		return b, err
 	}
 	lr.long = append(lr.long[:0], b...)
 	for err == bufio.ErrBufferFull {
+		if len(lr.long) > lr.maxLine {
+			return nil, errLineTooLong
+		}
 		b, err = lr.br.ReadSlice('\n')
 		lr.long = append(lr.long, b...)
+	}
+	if len(lr.long) > lr.maxLine {
+		return nil, errLineTooLong
 	}
 	if err == io.EOF {
 		err = nil
@@ -248,23 +317,24 @@ func splitFields(line []byte, dst [][]byte) [][]byte {
 }
 
 // parseNumber parses a trimmed field. On failure it returns a message saying what is wrong
-// with the field (without the advice on what to change).
+// with the field (without the advice on what to change). The message describes the field
+// (its length, and its kind of bytes) but never quotes it.
 func parseNumber(f []byte) (float64, string) {
 	if len(f) == 0 {
-		return 0, "field is empty"
+		return 0, "the field is empty"
 	}
 	v, err := strconv.ParseFloat(string(f), 64)
 	switch {
 	case err != nil && errors.Is(err, strconv.ErrRange) && (math.IsInf(v, 0) || math.IsNaN(v)):
-		return 0, fmt.Sprintf("field %s is too large for a 64-bit float", quoteField(f))
+		return 0, "the field is too large for a 64-bit float"
 	case err != nil && !errors.Is(err, strconv.ErrRange): // underflow to 0 or a subnormal is fine
-		msg := fmt.Sprintf("field %s is not a number", quoteField(f))
+		msg := fmt.Sprintf("the field (%d bytes, %s) is not a number", len(f), describeField(f))
 		if bytes.IndexByte(f, '\r') >= 0 {
 			msg += " (it holds a carriage return; convert the line endings to \\n)"
 		}
 		return 0, msg
 	case math.IsNaN(v) || math.IsInf(v, 0):
-		return 0, fmt.Sprintf("field %s is not a finite number", quoteField(f))
+		return 0, "the field is not a finite number (NaN or infinite)"
 	}
 	return v, ""
 }
@@ -306,17 +376,12 @@ func newSchema(name string, opts CSVOptions, line int, fields [][]byte) (*schema
 			}
 			if k, dup := index[names[j]]; dup {
 				return nil, &ParseError{File: name, Line: line, Column: j + 1, Msg: fmt.Sprintf(
-					"duplicate column name %q in the header (fields %d and %d): rename one of them", names[j], k+1, j+1)}
+					"duplicate column name in the header (fields %d and %d): rename one of them", k+1, j+1)}
 			}
 			index[names[j]] = j
 		}
 	}
-	describe := func(j int) string {
-		if opts.Header {
-			return strconv.Quote(names[j])
-		}
-		return strconv.Itoa(j)
-	}
+	describe := func(j int) string { return "index " + strconv.Itoa(j) }
 	resolve := func(what, sel string) (int, error) {
 		key := strings.TrimSpace(sel)
 		if j, ok := index[key]; ok {
@@ -333,8 +398,8 @@ func newSchema(name string, opts CSVOptions, line int, fields [][]byte) (*schema
 			return 0, fail("%s column %q is given by name but the file is read without a header: "+
 				"read it with a header or give a 0-based column index", what, sel)
 		}
-		return 0, fail("%s column %q is not in the header: choose one of %s or give a 0-based column index",
-			what, sel, listNames(names))
+		return 0, fail("%s column %q is not in the header, which has %d fields: check the name's spelling and case, "+
+			"or give a 0-based column index (0 to %d)", what, sel, s.width, s.width-1)
 	}
 
 	s.target = s.width - 1
@@ -411,23 +476,6 @@ func newSchema(name string, opts CSVOptions, line int, fields [][]byte) (*schema
 	return s, nil
 }
 
-// listNames quotes names for an error message, eliding all but the first few dozen.
-func listNames(names []string) string {
-	const show = 30
-	var b strings.Builder
-	for i, n := range names {
-		if i == show {
-			fmt.Fprintf(&b, " and %d more", len(names)-show)
-			break
-		}
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(strconv.Quote(n))
-	}
-	return b.String()
-}
-
 // newTable returns an empty table with the schema's column names.
 func (s *schema) newTable() *Table {
 	return &Table{Source: s.name, Columns: slices.Clone(s.columns), Target: s.targetName, D: len(s.inputs),
@@ -493,7 +541,9 @@ func (s *schema) readRows(lr *lineReader, t *Table, end, skipBefore int64, scrat
 		if start < skipBefore {
 			continue
 		}
-		scratch = splitFields(line, scratch)
+		if scratch, err = lr.fields(line, scratch); err != nil {
+			return err
+		}
 		if err := s.parseRow(t, lr.line, scratch); err != nil {
 			return err
 		}

@@ -92,24 +92,24 @@ func TestReadCSVErrors(t *testing.T) {
 		want      []string
 	}{
 		// Non-numeric fields.
-		{"non-numeric", "a,b\n1,2\n3,abc\n", hdr, 3, 2, []string{`field "abc" is not a number`, "fix or remove the row"}},
-		{"non-numeric first column", "1,2\nx,2\n", CSVOptions{}, 2, 1, []string{`field "x" is not a number`}},
-		{"non-numeric target", "1,2\n1,?\n", CSVOptions{}, 2, 2, []string{`"?"`}},
-		{"empty field", "1,,3\n", CSVOptions{}, 1, 2, []string{"field is empty"}},
+		{"non-numeric", "a,b\n1,2\n3,abc\n", hdr, 3, 2, []string{"the field (3 bytes, with letters) is not a number", "fix or remove the row"}},
+		{"non-numeric first column", "1,2\nx,2\n", CSVOptions{}, 2, 1, []string{"(1 bytes, with letters) is not a number"}},
+		{"non-numeric target", "1,2\n1,?\n", CSVOptions{}, 2, 2, []string{"(1 bytes, with symbols or digits) is not a number"}},
+		{"empty field", "1,,3\n", CSVOptions{}, 1, 2, []string{"the field is empty"}},
 		{"quoted comma", "a,b\n\"1,5\",2\n", hdr, 2, 0, []string{"expected 2", "got 3"}},
 		{"header read as data", "year,ppm\n1959,315\n", CSVOptions{}, 1, 1,
-			[]string{`field "year" is not a number`, "read the file with a header"}},
-		{"line numbers count blank lines", "1,2\n\n  \n\n3,x\n", CSVOptions{}, 5, 2, []string{`"x"`}},
-		{"crlf error", "1,2\r\n3,x\r\n", CSVOptions{}, 2, 2, []string{`field "x" is not`}},
+			[]string{"(4 bytes, with letters) is not a number", "read the file with a header"}},
+		{"line numbers count blank lines", "1,2\n\n  \n\n3,x\n", CSVOptions{}, 5, 2, []string{"is not a number"}},
+		{"crlf error", "1,2\r\n3,x\r\n", CSVOptions{}, 2, 2, []string{"(1 bytes, with letters) is not a number"}},
 		{"lone carriage returns", "1,2\r3,4\r", CSVOptions{}, 1, 2, []string{"carriage return"}},
-		{"long field shortened", "1," + strings.Repeat("q", 500) + "\n", CSVOptions{}, 1, 2, []string{`"qqqq`, `q"... is not a number`}},
+		{"long field described, not quoted", "1," + strings.Repeat("q", 500) + "\n", CSVOptions{}, 1, 2, []string{"(500 bytes, with letters) is not a number"}},
 		// NaN and infinities.
-		{"NaN", "1,2\n1,NaN\n", CSVOptions{}, 2, 2, []string{`field "NaN" is not a finite number`}},
-		{"nan", "nan,2\n", CSVOptions{}, 1, 1, []string{`"nan"`, "not a finite number"}},
-		{"Inf", "1,2\nInf,2\n", CSVOptions{}, 2, 1, []string{`"Inf"`, "not a finite number"}},
-		{"-Inf", "1,-Inf\n", CSVOptions{}, 1, 2, []string{`"-Inf"`}},
-		{"+infinity quoted", "1,\"+infinity\"\n", CSVOptions{}, 1, 2, []string{`"+infinity"`}},
-		{"overflow", "1e400,1\n", CSVOptions{}, 1, 1, []string{`"1e400" is too large`}},
+		{"NaN", "1,2\n1,NaN\n", CSVOptions{}, 2, 2, []string{"the field is not a finite number"}},
+		{"nan", "nan,2\n", CSVOptions{}, 1, 1, []string{"not a finite number"}},
+		{"Inf", "1,2\nInf,2\n", CSVOptions{}, 2, 1, []string{"not a finite number"}},
+		{"-Inf", "1,-Inf\n", CSVOptions{}, 1, 2, []string{"not a finite number"}},
+		{"+infinity quoted", "1,\"+infinity\"\n", CSVOptions{}, 1, 2, []string{"not a finite number"}},
+		{"overflow", "1e400,1\n", CSVOptions{}, 1, 1, []string{"the field is too large"}},
 		// Ragged rows.
 		{"too few fields", "1,2,3\n4,5\n", CSVOptions{}, 2, 0, []string{"expected 3", "got 2", "first row, on line 1"}},
 		{"too many fields", "a,b\n1,2\n1,2,3\n", hdr, 3, 0, []string{"expected 2", "got 3", "header on line 1"}},
@@ -121,23 +121,23 @@ func TestReadCSVErrors(t *testing.T) {
 		{"header only", "a,b\n", hdr, 0, 0, []string{"no data rows after the header on line 1", "add data rows"}},
 		{"header and blank lines", "\na,b\n\n\n", hdr, 0, 0, []string{"no data rows after the header on line 2"}},
 		// Header problems.
-		{"duplicate header", "a,b,a\n1,2,3\n", hdr, 1, 3, []string{`duplicate column name "a"`, "fields 1 and 3", "rename"}},
-		{"duplicate quoted header", "\"x\", x ,y\n1,2,3\n", hdr, 1, 2, []string{`duplicate column name "x"`}},
+		{"duplicate header", "a,b,a\n1,2,3\n", hdr, 1, 3, []string{"duplicate column name", "fields 1 and 3", "rename"}},
+		{"duplicate quoted header", "\"x\", x ,y\n1,2,3\n", hdr, 1, 2, []string{"duplicate column name", "fields 1 and 2"}},
 		{"empty header name", "a,,b\n1,2,3\n", hdr, 1, 2, []string{"empty column name"}},
 		// Column selection.
 		{"unknown column", "a,b,c\n1,2,3\n", CSVOptions{Header: true, Columns: []string{"a", "zz"}}, 1, 0,
-			[]string{`input column "zz" is not in the header`, `"a", "b", "c"`}},
+			[]string{`input column "zz" is not in the header, which has 3 fields`, "index (0 to 2)"}},
 		{"unknown target", "a,b\n1,2\n", CSVOptions{Header: true, Target: "ppm"}, 1, 0,
-			[]string{`target column "ppm" is not in the header`, `"a", "b"`}},
+			[]string{`target column "ppm" is not in the header, which has 2 fields`}},
 		{"name without header", "1,2\n", CSVOptions{Target: "ppm"}, 1, 0, []string{`"ppm" is given by name`, "header"}},
 		{"index out of range", "1,2\n", CSVOptions{Columns: []string{"2"}}, 1, 0, []string{"index 2 is out of range", "0 to 1"}},
 		{"negative index", "1,2\n", CSVOptions{Target: "-1"}, 1, 0, []string{"index -1 is out of range"}},
 		{"target as input", "a,b\n1,2\n", CSVOptions{Header: true, Columns: []string{"a", "b"}}, 1, 0,
-			[]string{`column "b" is the target`, "remove it"}},
+			[]string{"column index 1 is the target", "remove it"}},
 		{"target as input by index", "1,2\n", CSVOptions{Target: "0", Columns: []string{"0"}}, 1, 0,
-			[]string{"column 0 is the target"}},
+			[]string{"column index 0 is the target"}},
 		{"input twice", "a,b,c\n1,2,3\n", CSVOptions{Header: true, Columns: []string{"a", "0"}}, 1, 0,
-			[]string{`"a" is selected twice`}},
+			[]string{"input column index 0 is selected twice"}},
 		{"no inputs", "1\n2\n", CSVOptions{}, 1, 0, []string{"no inputs"}},
 		{"target with no target", "1,2\n", CSVOptions{NoTarget: true, Target: "1"}, 1, 0,
 			[]string{`target column "1" is given`, "no target"}},
@@ -229,7 +229,7 @@ func TestLoadCSV(t *testing.T) {
 		dir := t.TempDir()
 		bad := writeFileIn(t, dir, "bad.csv.gz", "1,2\n3,oops\n")
 		_, err := LoadCSV(bad, CSVOptions{})
-		checkParseError(t, err, bad, 2, 2, `"oops"`)
+		checkParseError(t, err, bad, 2, 2, "(4 bytes, with letters) is not a number")
 
 		missing := filepath.Join(dir, "missing.csv")
 		_, err = LoadCSV(missing, CSVOptions{})

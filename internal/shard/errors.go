@@ -18,7 +18,8 @@ type ParseError struct {
 	// concerns the whole row or file.
 	Column int
 	// Msg says what is wrong and what to change, e.g.
-	// `field "abc" is not a number: fix or remove the row`.
+	// `the field (3 bytes, with letters) is not a number: fix or remove the row`. It never
+	// quotes the data.
 	Msg string
 	// Err is the underlying error, if any (a read or decompression failure); it is
 	// returned by Unwrap and not printed separately (Msg already describes it).
@@ -26,7 +27,7 @@ type ParseError struct {
 }
 
 // Error formats the error as file:line:column: message, leaving out the line and column
-// when they are 0, e.g. `data.csv:12:3: field "abc" is not a number: fix or remove the row`.
+// when they are 0, e.g. `data.csv:12:3: the field (3 bytes, with letters) is not a number: fix or remove the row`.
 func (e *ParseError) Error() string {
 	var b strings.Builder
 	b.WriteString(e.File)
@@ -48,11 +49,20 @@ func (e *ParseError) Error() string {
 // Unwrap returns the underlying error, or nil.
 func (e *ParseError) Unwrap() error { return e.Err }
 
-// quoteField quotes a field for an error message, shortening very long fields.
-func quoteField(f []byte) string {
-	const maxLen = 40
-	if len(f) > maxLen {
-		return strconv.Quote(string(f[:maxLen])) + "..."
+// describeField says what kind of bytes a field that failed to parse holds, without
+// quoting it: error messages never echo data (see ReadCSV).
+func describeField(f []byte) string {
+	letters := false
+	for _, c := range f {
+		switch {
+		case c >= 0x80 || (c < 0x20 && c != '\t' && c != '\r'):
+			return "with non-text bytes"
+		case c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z':
+			letters = true
+		}
 	}
-	return strconv.Quote(string(f))
+	if letters {
+		return "with letters"
+	}
+	return "with symbols or digits"
 }

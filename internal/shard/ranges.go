@@ -17,7 +17,8 @@ import (
 // line at all.
 //
 // Gzip files cannot be split: SplitRanges refuses a path ending in ".gz". Read such a
-// file with one reader (LoadCSV) or convert it with `coordinator import`.
+// file with one reader (LoadCSV, or Plan, which cuts it into row ranges) or convert it to
+// plain CSV with Import (`coordinator import`).
 func SplitRanges(path string, k int) ([]Ref, error) {
 	if err := notGzip(path); err != nil {
 		return nil, err
@@ -42,7 +43,7 @@ func SplitRanges(path string, k int) ([]Ref, error) {
 func notGzip(path string) error {
 	if strings.HasSuffix(path, ".gz") {
 		return &ParseError{File: path, Msg: "a gzip file cannot be split into byte ranges: " +
-			"read it with one reader (LoadCSV) or convert it to plain CSV with `coordinator import`"}
+			"submit it as it is (a gzipped CSV is read whole and cut into row ranges) or convert it to plain CSV with `coordinator import`"}
 	}
 	return nil
 }
@@ -94,7 +95,7 @@ func ReadRange(path string, ref Ref, opts CSVOptions) (*Table, error) {
 	}
 
 	// The schema, from the header or first row at the start of the file.
-	lr := newLineReader(bufio.NewReaderSize(io.NewSectionReader(f, 0, size), bufSize(size)), path, 0, 0)
+	lr := newLineReader(bufio.NewReaderSize(io.NewSectionReader(f, 0, size), bufSize(size)), path, 0, 0, opts)
 	s, fields, _, err := readSchema(lr, path, opts)
 	if err != nil {
 		return nil, err
@@ -114,11 +115,16 @@ func ReadRange(path string, ref Ref, opts CSVOptions) (*Table, error) {
 		}
 		skip := bufio.NewReaderSize(io.NewSectionReader(f, ref.Offset-1, size-(ref.Offset-1)), bufSize(end-ref.Offset+1))
 		consumed := int64(0)
+		maxLine, _ := opts.bounds()
 		for {
 			b, err := skip.ReadSlice('\n')
 			consumed += int64(len(b))
 			if err == nil {
 				break
+			}
+			if consumed > int64(maxLine) {
+				// The line the range starts in is too long; its owner fails on it too.
+				return nil, tooLong(path, n+1, maxLine)
 			}
 			if err == io.EOF {
 				return t, nil // the range starts in the file's last line, which it does not own
@@ -132,7 +138,7 @@ func ReadRange(path string, ref Ref, opts CSVOptions) (*Table, error) {
 			return t, nil
 		}
 	}
-	lr = newLineReader(bufio.NewReaderSize(io.NewSectionReader(f, start, size-start), bufSize(end-start)), path, start, lines)
+	lr = newLineReader(bufio.NewReaderSize(io.NewSectionReader(f, start, size-start), bufSize(end-start)), path, start, lines, opts)
 	if err := s.readRows(lr, t, end, skipBefore, fields); err != nil {
 		return nil, err
 	}
@@ -160,4 +166,48 @@ func countNewlines(r io.ReaderAt, n int64) (int, error) {
 		}
 	}
 	return count, nil
+}
+
+// SplitHead cuts the first rows data rows of the plain CSV file at path (after its header,
+// if opts.Header) into k byte ranges: exactly those SplitRanges cuts for a file that holds
+// only the lines before the next data row, so ReadRange of each reads those rows, cut as a
+// cluster cuts such a file. k <= 0 means one range per 8 MiB. It reads the file up to that
+// row, with opts' bounds; a file with fewer than rows+1 data rows is an error (the rows
+// after the head are the test rows).
+func SplitHead(path string, opts CSVOptions, rows, k int) ([]Ref, error) {
+	if err := notGzip(path); err != nil {
+		return nil, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	lr := newLineReader(bufio.NewReaderSize(f, readBufSize), path, 0, 0, opts)
+	_, _, first, err := readSchema(lr, path, opts)
+	if err != nil {
+		return nil, err
+	}
+	n := 0
+	if !opts.Header {
+		n = 1 // the first line is a data row
+	}
+	end := first
+	for n <= rows {
+		_, start, err := lr.next()
+		if err == io.EOF {
+			return nil, &ParseError{File: path, Msg: fmt.Sprintf("the file has %d data rows, not more than %d: keep rows for testing", n, rows)}
+		}
+		if err != nil {
+			return nil, err
+		}
+		end, n = start, n+1
+	}
+	if end == 0 {
+		return nil, &ParseError{File: path, Msg: "the head holds no rows"}
+	}
+	if k <= 0 {
+		k = autoByteShards(end)
+	}
+	return splitSize(path, end, k), nil
 }

@@ -34,6 +34,29 @@ const (
 	autoBytesPerShard = 8 << 20
 )
 
+// Reader reads data sources within an access policy and with bounds on what one source
+// may cost. The zero Reader is unconfined and uses the default bounds.
+type Reader struct {
+	// Access says which files and URLs may be read.
+	Access Access
+	// Limits bound line lengths, field counts and the waits of http(s) reads.
+	Limits Limits
+}
+
+// Layout is a planned source: its fixed shards and the names of the columns its tables
+// carry (those of every shard's table).
+type Layout struct {
+	Refs    []Ref
+	Columns []string
+	Target  string
+}
+
+// Plan cuts src into its fixed shards with the zero Reader; see Reader.Plan.
+func Plan(ctx context.Context, src Source, k int) ([]Ref, error) {
+	l, err := Reader{}.Plan(ctx, src, k)
+	return l.Refs, err
+}
+
 // Plan cuts src into its fixed shards: a plain CSV file into k line-aligned byte ranges, a
 // gzipped CSV or a UCI split into k row ranges of nearly equal size (PartitionCount of the
 // table). k <= 0 means one shard per 65536 rows (row ranges) or per 8 MiB (byte ranges).
@@ -41,69 +64,99 @@ const (
 //
 // Byte ranges are those of SplitRanges, with Source the path (local files, including
 // file:// URLs) or the URL (http and https, whose size Plan learns from a HEAD request or a
-// one-byte Range request). Plan also reads the first line of a plain CSV file, so that a
-// column selection that does not fit the header fails here rather than on every shard.
-// Row ranges are exactly those of PartitionCount on the table LoadCSV or LoadUCI returns,
-// so a job planned here cuts the same shards as one cut in memory. A UCI source must be a
-// local directory, and takes no Header, Target or Columns: its layout fixes them.
-func Plan(ctx context.Context, src Source, k int) ([]Ref, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
+// one-byte Range request). Plan reads only the first line of a plain CSV file (at most
+// MaxLineBytes), so that a column selection that does not fit the header fails here
+// rather than on every shard, and to name the columns. Row ranges are exactly those of
+// PartitionCount on the table LoadCSV or LoadUCI returns, so a job planned here cuts the
+// same shards as one cut in memory; for them Plan reads the whole source. A UCI source
+// must be a local directory, and takes no Header, Target or Columns: its layout fixes
+// them. A source outside r.Access fails before anything is read.
+func (r Reader) Plan(ctx context.Context, src Source, k int) (Layout, error) {
+	l, _, err := r.plan(ctx, src, k)
+	return l, err
+}
+
+// LoadAll plans src as Plan does and loads every shard, in shard order: the tables a
+// cluster's workers would load for the same source and k.
+func (r Reader) LoadAll(ctx context.Context, src Source, k int) (Layout, []*Table, error) {
+	l, tabs, err := r.plan(ctx, src, k)
+	if err != nil || tabs != nil {
+		return l, tabs, err
 	}
-	loc, err := locate(src)
+	tabs = make([]*Table, len(l.Refs))
+	for i, ref := range l.Refs {
+		if tabs[i], err = r.Load(ctx, src, ref); err != nil {
+			return Layout{}, nil, err
+		}
+	}
+	return l, tabs, nil
+}
+
+// plan is Plan; for row-range sources it also returns the shards' tables, which it reads
+// anyway.
+func (r Reader) plan(ctx context.Context, src Source, k int) (Layout, []*Table, error) {
+	if err := ctx.Err(); err != nil {
+		return Layout{}, nil, err
+	}
+	loc, err := r.locate(src)
 	if err != nil {
-		return nil, err
+		return Layout{}, nil, err
 	}
 	if loc.rows() {
-		t, err := loadTable(ctx, src, loc)
+		t, err := r.loadTable(ctx, src, loc)
 		if err != nil {
-			return nil, err
+			return Layout{}, nil, err
 		}
 		if k <= 0 {
 			k = (t.N() + autoRowsPerShard - 1) / autoRowsPerShard
 		}
-		refs, _ := PartitionCount(t, k)
-		return refs, nil
+		refs, tabs := PartitionCount(t, k)
+		return Layout{Refs: refs, Columns: t.Columns, Target: t.Target}, tabs, nil
 	}
-	opts := src.csvOptions()
+	opts := r.csvOptions(src)
+	var (
+		refs []Ref
+		s    *schema
+	)
 	if loc.url == "" {
 		fi, err := os.Stat(loc.path)
 		if err != nil {
-			return nil, fmt.Errorf("plan: %w", err)
+			return Layout{}, nil, fmt.Errorf("plan: %w", err)
 		}
 		if k <= 0 {
 			k = autoByteShards(fi.Size())
 		}
-		refs, err := SplitRanges(loc.path, k)
-		if err != nil {
-			return nil, err
+		if refs, err = SplitRanges(loc.path, k); err != nil {
+			return Layout{}, nil, err
 		}
 		f, err := os.Open(loc.path)
 		if err != nil {
-			return nil, fmt.Errorf("plan: %w", err)
+			return Layout{}, nil, fmt.Errorf("plan: %w", err)
 		}
 		defer f.Close()
-		if err := checkSchema(&ctxReader{ctx: ctx, r: f}, loc.name, opts); err != nil {
-			return nil, err
+		if s, err = readFirst(&ctxReader{ctx: ctx, r: f}, loc.name, opts); err != nil {
+			return Layout{}, nil, err
 		}
-		return refs, nil
+	} else {
+		hc := r.newHTTPClient()
+		defer hc.close()
+		size, err := hc.size(ctx, loc.url)
+		if err != nil {
+			return Layout{}, nil, err
+		}
+		if size == 0 {
+			return Layout{}, nil, &ParseError{File: loc.name, Msg: "the file is empty: expected CSV data; check the URL or add data"}
+		}
+		if k <= 0 {
+			k = autoByteShards(size)
+		}
+		refs = splitSize(loc.name, size, k)
+		if s, err = readFirst(hc.stream(ctx, loc.url, 0, firstTailChunk), loc.name, opts); err != nil {
+			return Layout{}, nil, err
+		}
 	}
-	hc := newHTTPClient()
-	size, err := hc.size(ctx, loc.url)
-	if err != nil {
-		return nil, err
-	}
-	if size == 0 {
-		return nil, &ParseError{File: loc.name, Msg: "the file is empty: expected CSV data; check the URL or add data"}
-	}
-	if k <= 0 {
-		k = autoByteShards(size)
-	}
-	refs := splitSize(loc.name, size, k)
-	if err := checkSchema(hc.stream(ctx, loc.url, 0, firstTailChunk), loc.name, opts); err != nil {
-		return nil, err
-	}
-	return refs, nil
+	t := s.newTable()
+	return Layout{Refs: refs, Columns: t.Columns, Target: t.Target}, nil, nil
 }
 
 // Load reads the rows of one shard of src.
@@ -119,18 +172,24 @@ func Plan(ctx context.Context, src Source, k int) ([]Ref, error) {
 // data (*ParseError). A source that is gone, or has changed so that the shard lies past
 // its end, is an error naming it that says to plan the job (split the file) again.
 func Load(ctx context.Context, src Source, ref Ref) (*Table, error) {
-	t, err := load(ctx, src, ref)
+	return Reader{}.Load(ctx, src, ref)
+}
+
+// Load reads the rows of one shard of src, as the package's Load does, within r's access
+// policy and bounds: a source outside r.Access fails before anything is read.
+func (r Reader) Load(ctx context.Context, src Source, ref Ref) (*Table, error) {
+	t, err := r.load(ctx, src, ref)
 	if err != nil {
 		return nil, fmt.Errorf("load shard %d: %w", ref.Index, err)
 	}
 	return t, nil
 }
 
-func load(ctx context.Context, src Source, ref Ref) (*Table, error) {
+func (r Reader) load(ctx context.Context, src Source, ref Ref) (*Table, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	loc, err := locate(src)
+	loc, err := r.locate(src)
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +197,7 @@ func load(ctx context.Context, src Source, ref Ref) (*Table, error) {
 		if ref.Length != 0 {
 			return nil, fmt.Errorf("load %s: %v is a byte range, but a %s source is cut into row ranges", loc.name, ref, loc.kind())
 		}
-		t, err := loadTable(ctx, src, loc)
+		t, err := r.loadTable(ctx, src, loc)
 		if err != nil {
 			return nil, err
 		}
@@ -157,13 +216,15 @@ func load(ctx context.Context, src Source, ref Ref) (*Table, error) {
 		return nil, fmt.Errorf("load %s: invalid byte range: offset %d, length %d", loc.name, ref.Offset, ref.Length)
 	}
 	if loc.url == "" {
-		t, err := ReadRange(loc.path, ref, src.csvOptions())
+		t, err := ReadRange(loc.path, ref, r.csvOptions(src))
 		if err != nil {
 			return nil, err
 		}
 		return t, ctx.Err()
 	}
-	return readRangeHTTP(ctx, newHTTPClient(), loc, ref, src.csvOptions())
+	hc := r.newHTTPClient()
+	defer hc.close()
+	return readRangeHTTP(ctx, hc, loc, ref, r.csvOptions(src))
 }
 
 // location is a resolved source: a local path or a URL, and its format.
@@ -186,6 +247,32 @@ func (l location) kind() string {
 		return "gzipped CSV"
 	}
 	return "plain CSV"
+}
+
+// locate resolves src's URI, checks its format and options, and checks it against r's
+// access policy.
+func (r Reader) locate(src Source) (location, error) {
+	loc, err := locate(src)
+	if err != nil {
+		return location{}, err
+	}
+	if loc.url != "" {
+		u, err := url.Parse(loc.url)
+		if err != nil {
+			return location{}, fmt.Errorf("data source %s: %w", loc.url, err)
+		}
+		return loc, r.Access.checkURL(u)
+	}
+	paths := []string{loc.path}
+	if loc.uci {
+		paths = append(paths, filepath.Join(loc.path, uciData), filepath.Join(loc.path, uciMask))
+	}
+	for _, p := range paths {
+		if err := r.Access.checkPath(p); err != nil {
+			return location{}, err
+		}
+	}
+	return loc, nil
 }
 
 // locate resolves src's URI and checks its format and options.
@@ -255,8 +342,15 @@ func (s Source) csvOptions() CSVOptions {
 	return CSVOptions{Header: s.Header, Target: s.Target, Columns: s.Columns}
 }
 
+// csvOptions are src's CSV options with r's bounds.
+func (r Reader) csvOptions(src Source) CSVOptions {
+	o := src.csvOptions()
+	o.MaxLineBytes, o.MaxFields = r.Limits.MaxLineBytes, r.Limits.MaxFields
+	return o
+}
+
 // loadTable reads a whole row-range source: a UCI split's training rows or a gzipped CSV.
-func loadTable(ctx context.Context, src Source, loc location) (*Table, error) {
+func (r Reader) loadTable(ctx context.Context, src Source, loc location) (*Table, error) {
 	var (
 		t   *Table
 		err error
@@ -265,9 +359,11 @@ func loadTable(ctx context.Context, src Source, loc location) (*Table, error) {
 	case loc.uci:
 		t, _, err = LoadUCI(loc.path, src.Split)
 	case loc.url == "":
-		t, err = LoadCSV(loc.path, src.csvOptions())
+		t, err = LoadCSV(loc.path, r.csvOptions(src))
 	default:
-		t, err = readWholeHTTP(ctx, newHTTPClient(), loc, src.csvOptions())
+		hc := r.newHTTPClient()
+		defer hc.close()
+		t, err = readWholeHTTP(ctx, hc, loc, r.csvOptions(src))
 	}
 	if err != nil {
 		return nil, err
@@ -299,21 +395,15 @@ func splitSize(name string, size int64, k int) []Ref {
 	return refs
 }
 
-// checkSchema reads the first non-blank line of a CSV stream and checks opts against it.
-func checkSchema(r io.Reader, name string, opts CSVOptions) error {
+// readFirst reads the first non-blank line of a CSV stream and returns the schema it
+// fixes with opts.
+func readFirst(r io.Reader, name string, opts CSVOptions) (*schema, error) {
 	if c, ok := r.(io.Closer); ok {
 		defer c.Close()
 	}
-	lr := newLineReader(bufio.NewReaderSize(r, readBufSize), name, 0, 0)
-	first, _, err := lr.next()
-	if err == io.EOF {
-		return emptyFileError(name, opts.Header)
-	}
-	if err != nil {
-		return err
-	}
-	_, err = newSchema(name, opts, lr.line, splitFields(first, nil))
-	return err
+	lr := newLineReader(bufio.NewReaderSize(r, readBufSize), name, 0, 0, opts)
+	s, _, _, err := readSchema(lr, name, opts)
+	return s, err
 }
 
 // readRangeHTTP reads the byte range ref of the plain CSV file at loc.url, as ReadRange
@@ -342,7 +432,7 @@ func readRangeHTTP(ctx context.Context, hc *httpClient, loc location, ref Ref, o
 		}
 	}
 
-	lr := newLineReader(bufio.NewReaderSize(st, readBufSize), name, 0, 0)
+	lr := newLineReader(bufio.NewReaderSize(st, readBufSize), name, 0, 0, opts)
 	s, fields, firstStart, err := readSchema(lr, name, opts)
 	if err != nil {
 		return nil, err
@@ -357,21 +447,28 @@ func readRangeHTTP(ctx context.Context, hc *httpClient, loc location, ref Ref, o
 	// Skip to the first line starting at or after Offset: count the newlines before
 	// Offset-1, then discard through the first '\n' at or after it.
 	if ref.Offset > lr.pos {
-		n, err := countDiscard(lr.br, ref.Offset-1-lr.pos)
+		n, err := countDiscard(lr.br, ref.Offset-1-lr.pos, lr.maxLine)
 		lr.pos += n.bytes
 		lr.line += n.lines
+		if errors.Is(err, errLineTooLong) {
+			return nil, tooLong(name, lr.line+1, lr.maxLine)
+		}
 		if errors.Is(err, io.ErrUnexpectedEOF) {
 			return nil, pastEOF(name, ref.Offset, end, lr.pos)
 		}
 		if err != nil {
 			return nil, readFailed(name, lr.line, err)
 		}
-		for {
+		for run := n.run; ; {
 			b, err := lr.br.ReadSlice('\n')
 			lr.pos += int64(len(b))
+			run += int64(len(b))
 			if err == nil {
 				lr.line++
 				break
+			}
+			if run > int64(lr.maxLine) {
+				return nil, tooLong(name, lr.line+1, lr.maxLine)
 			}
 			if err == io.EOF {
 				return t, checkReached(name, ref, end, lr.pos, st)
@@ -411,15 +508,25 @@ func readFailed(name string, line int, err error) error {
 type counted struct {
 	bytes int64
 	lines int
+	run   int64 // bytes since the last newline
 }
 
-// countDiscard reads and drops n bytes of br, counting its newlines.
-func countDiscard(br *bufio.Reader, n int64) (counted, error) {
+// countDiscard reads and drops n bytes of br, counting its newlines. It fails with
+// errLineTooLong when a line in them is longer than maxLine.
+func countDiscard(br *bufio.Reader, n int64, maxLine int) (counted, error) {
 	var c counted
 	for c.bytes < n {
 		b, err := br.Peek(int(min(n-c.bytes, int64(br.Size()))))
 		c.lines += bytes.Count(b, []byte{'\n'})
 		c.bytes += int64(len(b))
+		if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
+			c.run = int64(len(b) - 1 - i)
+		} else {
+			c.run += int64(len(b))
+		}
+		if c.run > int64(maxLine) {
+			return c, errLineTooLong
+		}
 		if _, derr := br.Discard(len(b)); derr != nil {
 			return c, derr
 		}
@@ -455,14 +562,6 @@ func readWholeHTTP(ctx context.Context, hc *httpClient, loc location, opts CSVOp
 	return ReadCSV(r, loc.name, opts)
 }
 
-// httpClient makes the requests of http(s) sources. Every request asks for the identity
-// encoding, so byte offsets are those of the file.
-type httpClient struct {
-	c *http.Client
-}
-
-func newHTTPClient() *httpClient { return &httpClient{c: &http.Client{}} }
-
 func (hc *httpClient) do(ctx context.Context, method, u, rng string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, method, u, nil)
 	if err != nil {
@@ -474,7 +573,10 @@ func (hc *httpClient) do(ctx context.Context, method, u, rng string) (*http.Resp
 	}
 	resp, err := hc.c.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", method, u, err)
+		if errors.Is(err, ErrRefused) {
+			return nil, err
+		}
+		return nil, hc.stalled(u, fmt.Errorf("%s %s: %w", method, u, err))
 	}
 	return resp, nil
 }
@@ -667,6 +769,7 @@ func (s *httpStream) Read(p []byte) (int, error) {
 			continue
 		}
 		n, err := s.body.Read(p)
+		err = s.hc.stalled(s.url, err)
 		s.pos += int64(n)
 		if err == io.EOF {
 			s.body.Close()

@@ -11,6 +11,12 @@ import (
 // UCISplits is the number of fixed train/test splits of a UCI dataset.
 const UCISplits = 10
 
+// The files of a UCI dataset directory.
+const (
+	uciData = "data.csv.gz"
+	uciMask = "test_mask.csv.gz"
+)
+
 // LoadUCI reads a dataset in the UCI layout of ../shared/data/uci/NAME and returns the
 // training and test rows of one of its fixed splits (0 to UCISplits-1).
 //
@@ -27,8 +33,8 @@ func LoadUCI(dir string, split int) (train, test *Table, err error) {
 	if split < 0 || split >= UCISplits {
 		return nil, nil, fmt.Errorf("load %s: split %d is out of range: choose a split from 0 to %d", dir, split, UCISplits-1)
 	}
-	dataPath := filepath.Join(dir, "data.csv.gz")
-	maskPath := filepath.Join(dir, "test_mask.csv.gz")
+	dataPath := filepath.Join(dir, uciData)
+	maskPath := filepath.Join(dir, uciMask)
 	all, err := LoadCSV(dataPath, CSVOptions{})
 	if err != nil {
 		return nil, nil, err
@@ -81,7 +87,7 @@ func loadMask(path string, split int) ([]bool, error) {
 	if err != nil {
 		return nil, err
 	}
-	lr := newLineReader(bufio.NewReaderSize(r, readBufSize), path, 0, 0)
+	lr := newLineReader(bufio.NewReaderSize(r, readBufSize), path, 0, 0, CSVOptions{})
 	var (
 		out       []bool
 		fields    [][]byte
@@ -96,7 +102,9 @@ func loadMask(path string, split int) ([]bool, error) {
 		if err != nil {
 			return nil, err
 		}
-		fields = splitFields(line, fields)
+		if fields, err = lr.fields(line, fields); err != nil {
+			return nil, err
+		}
 		if width == 0 {
 			width, firstLine = len(fields), lr.line
 			if split >= width {
@@ -113,7 +121,7 @@ func loadMask(path string, split int) ([]bool, error) {
 		for j, fld := range fields {
 			v, bad := parseNumber(fld)
 			if bad == "" && v != 0 && v != 1 {
-				bad = fmt.Sprintf("mask value %s is neither 0 nor 1", quoteField(fld))
+				bad = fmt.Sprintf("the mask value (%d bytes, %s) is neither 0 nor 1", len(fld), describeField(fld))
 			}
 			if bad != "" {
 				return nil, &ParseError{File: path, Line: lr.line, Column: j + 1,

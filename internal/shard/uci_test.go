@@ -109,13 +109,13 @@ func TestLoadUCIErrors(t *testing.T) {
 		{"mask too long", data, mask(ten("0"), ten("1"), ten("0"), ten("0")), 0, "mask", 0, 0,
 			[]string{"mask has 4 rows"}},
 		{"mask value 2", data, mask(ten("0"), "0,0,0,2,0,0,0,0,0,0", ten("0")), 0, "mask", 2, 4,
-			[]string{`mask value "2" is neither 0 nor 1`, "fix the mask"}},
-		{"mask value 0.5", data, mask(ten("0"), ten("0.5"), ten("0")), 0, "mask", 2, 1, []string{`"0.5"`}},
-		{"mask not a number", data, mask(ten("0"), ten("0"), ten("x")), 0, "mask", 3, 1, []string{`"x" is not a number`}},
+			[]string{"mask value (1 bytes, with symbols or digits) is neither 0 nor 1", "fix the mask"}},
+		{"mask value 0.5", data, mask(ten("0"), ten("0.5"), ten("0")), 0, "mask", 2, 1, []string{"(3 bytes, with symbols or digits) is neither 0 nor 1"}},
+		{"mask not a number", data, mask(ten("0"), ten("0"), ten("x")), 0, "mask", 3, 1, []string{"(1 bytes, with letters) is not a number"}},
 		{"mask ragged", data, mask(ten("0"), "0,1", ten("0")), 0, "mask", 2, 0, []string{"expected 10", "got 2"}},
 		{"mask empty", data, "", 0, "mask", 0, 0, []string{"mask is empty"}},
 		{"all test", data, mask(ten("1"), ten("1"), ten("1")), 3, "mask", 0, 0, []string{"no training rows"}},
-		{"bad data", "1,2,3\n4,x,6\n", good, 0, "data", 2, 2, []string{`"x" is not a number`}},
+		{"bad data", "1,2,3\n4,x,6\n", good, 0, "data", 2, 2, []string{"(1 bytes, with letters) is not a number"}},
 		{"empty data", "", good, 0, "data", 0, 0, []string{"file is empty"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -170,7 +170,7 @@ func (w *Worker) table(ctx context.Context, src *pb.DataSource, ref *pb.ShardRef
 	s, r := wire.DecodeSource(src), wire.DecodeRef(ref)
 	tab, from, err := w.cache.get(ctx, key, stampOf(s), func(ctx context.Context) (*shard.Table, error) {
 		start := time.Now()
-		tab, err := shard.Load(ctx, s, r)
+		tab, err := w.cfg.Data.Load(ctx, s, r)
 		if err != nil {
 			if !isContextErr(err) {
 				w.metrics.loadFailures.Inc()

@@ -205,7 +205,7 @@ func TestRunTaskErrors(t *testing.T) {
 		{"missing file", ctx, &pb.RunTaskRequest{Source: &pb.DataSource{Uri: missing, Header: true}, Shard: &pb.ShardRef{Length: 10}, Task: moments},
 			codes.FailedPrecondition, []string{missing, "no such file"}},
 		{"bad row", ctx, &pb.RunTaskRequest{Source: &pb.DataSource{Uri: bad, Header: true}, Shard: &pb.ShardRef{Length: 15}, Task: moments},
-			codes.FailedPrecondition, []string{bad + ":3:2:", `"oops" is not a number`}},
+			codes.FailedPrecondition, []string{bad + ":3:2:", "(4 bytes, with letters) is not a number"}},
 		{"changed source", ctx, &pb.RunTaskRequest{Source: &pb.DataSource{Uri: good, Header: true}, Shard: &pb.ShardRef{Offset: 10, Length: 1 << 20}, Task: moments},
 			codes.FailedPrecondition, []string{good, "past the end"}},
 		{"no task", ctx, &pb.RunTaskRequest{Source: &pb.DataSource{Uri: good, Header: true}, Shard: whole},

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/gpreduce/gpreduce/internal/auth"
+	"github.com/gpreduce/gpreduce/internal/shard"
 	"github.com/gpreduce/gpreduce/internal/wire"
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
@@ -90,6 +91,11 @@ type Config struct {
 	// Interceptor, if set, wraps every unary call of the Worker service after the token
 	// check: a hook for tests that delay or fail tasks.
 	Interceptor grpc.UnaryServerInterceptor
+	// Data reads the shards of the tasks' data sources: which files and URLs may be read
+	// (Data.Access; the zero value allows all, so a served worker should be confined with
+	// shard.NewAccess) and the bounds of reading them. Every task, the rows task included,
+	// loads its shard through it.
+	Data shard.Reader
 }
 
 // Worker is a worker process: it serves the Worker gRPC service and keeps itself

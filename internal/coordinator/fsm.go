@@ -176,6 +176,9 @@ type fsm struct {
 	// sinceSnap counts the command bytes applied since the last snapshot (see Node's
 	// byte-triggered snapshots).
 	sinceSnap atomic.Int64
+	// hold, when set, makes Apply wait until the channel is closed: tests use it to make a
+	// member lag behind the log.
+	hold atomic.Pointer[chan struct{}]
 }
 
 var _ raft.FSM = (*fsm)(nil)
@@ -217,6 +220,9 @@ func (f *fsm) drop(hash string) {
 func (f *fsm) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return applyResponse{}
+	}
+	if h := f.hold.Load(); h != nil {
+		<-*h
 	}
 	resp := f.apply(l.Index, l.Data)
 	if resp.Err != nil {

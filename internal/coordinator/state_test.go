@@ -377,7 +377,9 @@ func TestLogsSurviveLeaderChange(t *testing.T) {
 	if evs[0].GetMessage() != "submitted" || evs[1].GetMessage() != "started by "+oldID {
 		t.Fatalf("the history does not start with the submission and the old leader's start: %v, %v", evs[0], evs[1])
 	}
-	resumed := slices.ContainsFunc(evs, func(ev *pb.JobEvent) bool { return ev.GetMessage() == "resumed by "+next.node.ID()+" from iteration "+strconv.Itoa(int(ev.GetIteration())) })
+	resumed := slices.ContainsFunc(evs, func(ev *pb.JobEvent) bool {
+		return ev.GetMessage() == "resumed by "+next.node.ID()+" from iteration "+strconv.Itoa(int(ev.GetIteration()))
+	})
 	if !resumed || evs[len(evs)-1].GetState() != pb.JobState_JOB_STATE_SUCCEEDED {
 		t.Fatalf("the history lacks the resumption by %s or the success: %v", next.node.ID(), evs[len(evs)-3:])
 	}

@@ -24,7 +24,10 @@ import (
 // snapshot compacts them away. A snapshot is taken after SnapshotThreshold entries or
 // SnapshotBytes bytes of commands, whichever comes first, and keeps TrailingLogs entries, so
 // the log holds at most about SnapshotBytes + TrailingLogs*ModelChunkBytes bytes (32 MiB
-// with the defaults). bbolt never shrinks raft.db, so this bound is also its file size.
+// with the defaults). bbolt never shrinks raft.db, so this bound is also its file size. The
+// data directory then holds raft.db, the blob store (the models of the jobs kept and the
+// checkpoints of the running ones) and one snapshot (the job records and the same blobs):
+// about 32 MiB plus twice the live blob bytes, which retention bounds.
 const (
 	DefaultApplyTimeout       = 10 * time.Second
 	DefaultMaxCheckpointBytes = 64 << 20
@@ -37,7 +40,7 @@ const (
 )
 
 const (
-	snapshotsRetained = 2
+	snapshotsRetained = 1 // a snapshot carries every live model and checkpoint: keep one
 	raftDBFile        = "raft.db"
 	blobDir           = "blobs"
 	modelPipeline     = 16 // model chunks in flight at once

@@ -3,10 +3,12 @@ package coordinator
 import (
 	"bytes"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -383,4 +385,36 @@ func TestLogsSurviveLeaderChange(t *testing.T) {
 	if !resumed || evs[len(evs)-1].GetState() != pb.JobState_JOB_STATE_SUCCEEDED {
 		t.Fatalf("the history lacks the resumption by %s or the success: %v", next.node.ID(), evs[len(evs)-3:])
 	}
+}
+
+// TestRaftAndGRPCMetrics: /metrics carries hashicorp/raft's metrics (through the go-metrics
+// Prometheus sink) and the gRPC server's calls by method and code. Not parallel: raft reports
+// to the process-wide sink of the last server opened.
+func TestRaftAndGRPCMetrics(t *testing.T) {
+	s := startSingle(t, nil)
+	c := dial(t, s.APIAddr(), "")
+	ctx := testContext(t)
+	if _, err := c.ListJobs(ctx, &pb.ListJobsRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetJob(ctx, &pb.GetJobRequest{Id: "nope"}); status.Code(err) != codes.NotFound {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "raft and gRPC metrics", func() error {
+		rec := httptest.NewRecorder()
+		s.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		body := rec.Body.String()
+		for _, want := range []string{
+			`grpc_server_handled_total{grpc_code="OK",grpc_method="ListJobs",grpc_service="gpreduce.v1.Coordinator",grpc_type="unary"} 1`,
+			`grpc_server_handled_total{grpc_code="NotFound",grpc_method="GetJob"`,
+			`grpc_server_handling_seconds_bucket{grpc_method="ListJobs"`,
+			"gpreduce_raft_barrier", // raft's own metrics: the read barriers
+			"gpreduce_raft_applied_index", "gpreduce_stored_blobs 0",
+		} {
+			if !strings.Contains(body, want) {
+				return fmt.Errorf("metrics lack %s", want)
+			}
+		}
+		return nil
+	})
 }

@@ -38,7 +38,19 @@ func (c *cluster) runJobs(from, to, par int) {
 		wg.Go(func() {
 			defer func() { <-sem }()
 			id := fmt.Sprintf("s%04d", i)
-			if _, errOut, err := c.client(append([]string{"submit", "--id", id, "--wait", "--json"}, soakJob(i)...)...); err != nil {
+			_, errOut, err := c.client(append([]string{"submit", "--id", id, "--wait", "--json"}, soakJob(i)...)...)
+			if err != nil && strings.Contains(errOut, "already exists") {
+				// The submission was retried after its answer was lost (an overloaded
+				// machine, a leadership hiccup) and the first attempt had gone through.
+				_, errOut, err = c.client("logs", id)
+			}
+			if err == nil {
+				var s jobStatus
+				if s, err = c.status(id); err == nil && s.State != "succeeded" {
+					err = fmt.Errorf("job %s", s.State)
+				}
+			}
+			if err != nil {
 				errs <- fmt.Errorf("job %s: %v: %s", id, err, tail(errOut, 5))
 			}
 		})

@@ -17,19 +17,21 @@ import (
 // drops), deletes it when the last reference goes, and rebuilds the whole directory from
 // each snapshot it restores, so every member can serve every blob the state references.
 //
-// The directory is derived state, like the in-memory jobs: Open empties it, and the
-// snapshot and the log replay fill it again.
+// Snapshots name the blobs without their bytes, so the directory survives restarts; a
+// member that lacks a blob fetches it from another (see fsm.blob).
 type blobStore struct {
 	dir string
 }
 
-// newBlobStore empties dir (creating it if needed) and returns a store over it.
+// newBlobStore returns a store over dir (created if needed), dropping temporary files an
+// interrupted write left.
 func newBlobStore(dir string) (*blobStore, error) {
-	if err := os.RemoveAll(dir); err != nil {
-		return nil, fmt.Errorf("blob store %s: clear: %w", dir, err)
-	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("blob store %s: %w", dir, err)
+	}
+	tmps, _ := filepath.Glob(filepath.Join(dir, "tmp-*"))
+	for _, t := range tmps {
+		_ = os.Remove(t)
 	}
 	return &blobStore{dir: dir}, nil
 }
@@ -118,19 +120,4 @@ func (s *blobStore) remove(hash string) error {
 		return fmt.Errorf("remove blob %s: %w", hash, err)
 	}
 	return nil
-}
-
-// clear deletes every blob.
-func (s *blobStore) clear() error {
-	entries, err := os.ReadDir(s.dir)
-	if err != nil {
-		return fmt.Errorf("clear blob store: %w", err)
-	}
-	var errs []error
-	for _, e := range entries {
-		if err := os.Remove(filepath.Join(s.dir, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
 }

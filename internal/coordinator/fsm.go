@@ -160,18 +160,19 @@ type applyResponse struct {
 
 // fsm is the raft.FSM over state. Apply, Snapshot and Restore run on raft's FSM goroutine;
 // the reads run on any goroutine and see a consistent state under mu. Models and checkpoints
-// are files in blobs (see blobStore); a snapshot being persisted pins the blobs it streams,
-// so Apply defers deleting them until the snapshot is released.
+// are files in blobs (see blobStore), written and deleted under mu; snapshots carry their
+// hashes, not their bytes, and a member that lacks a blob the state references (it installed
+// a snapshot from the leader) gets it through fetch.
 type fsm struct {
 	log   zerolog.Logger
 	blobs *blobStore
+	// fetch, if set, gets a blob this member lacks from another member.
+	fetch BlobFetcher
 
 	mu      sync.RWMutex
 	st      *state
 	applied uint64        // index of the last command applied (or the snapshot's)
 	changed chan struct{} // closed and replaced after every applied command
-	pins    map[string]int
-	dropped map[string]bool // unreferenced blobs waiting for their pins to go
 
 	// sinceSnap counts the command bytes applied since the last snapshot (see Node's
 	// byte-triggered snapshots).
@@ -183,20 +184,23 @@ type fsm struct {
 
 var _ raft.FSM = (*fsm)(nil)
 
-// newFSM returns an empty fsm whose blobs live in blobDir (emptied).
-func newFSM(log zerolog.Logger, blobDir string) (*fsm, error) {
+// BlobFetcher gets the bytes of blob hash (size bytes, sha256 hash) from another member.
+type BlobFetcher func(ctx context.Context, hash string, size int64) ([]byte, error)
+
+// newFSM returns an empty fsm whose blobs live in blobDir (created if needed; blobs already
+// there are kept, and the ones the restored state does not reference are swept later).
+func newFSM(log zerolog.Logger, blobDir string, fetch BlobFetcher) (*fsm, error) {
 	blobs, err := newBlobStore(blobDir)
 	if err != nil {
 		return nil, err
 	}
-	f := &fsm{log: log, blobs: blobs, changed: make(chan struct{}), pins: map[string]int{}, dropped: map[string]bool{}}
+	f := &fsm{log: log, blobs: blobs, fetch: fetch, changed: make(chan struct{})}
 	f.st = newState(f)
 	return f, nil
 }
 
 // write implements blobHooks; f.mu is held.
 func (f *fsm) write(hash string, data []byte) {
-	delete(f.dropped, hash)
 	if err := f.blobs.put(hash, data); err != nil {
 		// The state must change the same way on every member, so the reference stays;
 		// reading the blob on this member will fail and say so.
@@ -206,10 +210,6 @@ func (f *fsm) write(hash string, data []byte) {
 
 // drop implements blobHooks; f.mu is held.
 func (f *fsm) drop(hash string) {
-	if f.pins[hash] > 0 {
-		f.dropped[hash] = true
-		return
-	}
 	if err := f.blobs.remove(hash); err != nil {
 		f.log.Warn().Err(err).Msg("removing an unreferenced blob failed")
 	}
@@ -336,7 +336,7 @@ func (f *fsm) withCheckpoint(j Job) (Job, error) {
 	if j.CheckpointHash == "" {
 		return j, nil
 	}
-	b, err := f.blobs.get(j.CheckpointHash, j.CheckpointSize)
+	b, err := f.blob(context.Background(), j.CheckpointHash, j.CheckpointSize)
 	if err != nil {
 		if cur, cerr := f.jobView(j.ID); cerr == nil && cur.CheckpointHash != j.CheckpointHash {
 			return j, nil
@@ -377,11 +377,93 @@ func (f *fsm) model(id string) ([]byte, error) {
 	if j.ModelHash == "" {
 		return nil, fmt.Errorf("job %q: %w", id, ErrNoModel)
 	}
-	b, err := f.blobs.get(j.ModelHash, j.ModelSize)
+	b, err := f.blob(context.Background(), j.ModelHash, j.ModelSize)
 	if err != nil {
 		return nil, fmt.Errorf("model of job %q: %w", id, err)
 	}
 	return b, nil
+}
+
+// blobFetchTimeout bounds the fetch of a missing blob on a read.
+const blobFetchTimeout = 30 * time.Second
+
+// blob returns the bytes of blob hash: from this member's store, or else fetched from
+// another member (and then stored, if the state still references it).
+func (f *fsm) blob(ctx context.Context, hash string, size int64) ([]byte, error) {
+	b, err := f.blobs.get(hash, size)
+	if err == nil || f.fetch == nil {
+		return b, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, blobFetchTimeout)
+	defer cancel()
+	b, ferr := f.fetch(ctx, hash, size)
+	if ferr == nil && (int64(len(b)) != size || blobHash(b) != hash) {
+		ferr = fmt.Errorf("got %d bytes that do not match the sha256", len(b))
+	}
+	if ferr != nil {
+		return nil, fmt.Errorf("%w; fetching it from the other members failed: %w", err, ferr)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.st.refs[hash] > 0 {
+		if err := f.blobs.put(hash, b); err != nil {
+			f.log.Warn().Err(err).Msg("storing a fetched blob failed")
+		}
+	}
+	return b, nil
+}
+
+// localBlob returns blob hash from this member's store only (what GetBlob serves).
+func (f *fsm) localBlob(hash string) ([]byte, error) {
+	b, err := os.ReadFile(f.blobs.path(hash))
+	if err != nil || blobHash(b) != hash {
+		return nil, fmt.Errorf("blob %s is not on this member: %w", hash, ErrNoModel)
+	}
+	return b, nil
+}
+
+// repairBlobs fetches the referenced blobs this member lacks (after it installed a
+// snapshot) and deletes the blob files nothing references (left by a crash or an earlier
+// state). It returns the number of blobs still missing.
+func (f *fsm) repairBlobs(ctx context.Context) int {
+	f.mu.Lock()
+	entries, err := os.ReadDir(f.blobs.dir)
+	if err == nil {
+		for _, e := range entries {
+			if f.st.refs[e.Name()] == 0 {
+				_ = f.blobs.remove(e.Name())
+			}
+		}
+	}
+	sizes := f.referencedSizes()
+	f.mu.Unlock()
+	missing := 0
+	for h, size := range sizes {
+		if fi, err := os.Stat(f.blobs.path(h)); err == nil && fi.Size() == size {
+			continue
+		}
+		if _, err := f.blob(ctx, h, size); err != nil {
+			missing++
+			if ctx.Err() == nil {
+				f.log.Debug().Err(err).Str("blob", h).Msg("blob still missing")
+			}
+		}
+	}
+	return missing
+}
+
+// referencedSizes maps each referenced blob to its size; f.mu is held.
+func (f *fsm) referencedSizes() map[string]int64 {
+	sizes := map[string]int64{}
+	for _, e := range f.st.jobs {
+		if h := e.job.ModelHash; h != "" {
+			sizes[h] = e.job.ModelSize
+		}
+		if h := e.job.CheckpointHash; h != "" {
+			sizes[h] = e.job.CheckpointSize
+		}
+	}
+	return sizes
 }
 
 // events returns job id's events from number from on and the number to ask for next.
@@ -431,8 +513,7 @@ func (f *fsm) memberAPI(id string) string {
 }
 
 // Snapshot captures the state: the job records, uploads in progress and events (copied),
-// and the list of referenced blobs, which stay pinned until Release. Persist then streams it
-// while Apply goes on.
+// and the list of referenced blobs. Persist then streams it while Apply goes on.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -446,48 +527,15 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 		}
 		snap.entries[i] = c
 	}
-	for _, h := range slices.Sorted(maps.Keys(f.st.refs)) {
-		snap.blobs = append(snap.blobs, snapBlob{Hash: h, Size: f.blobSize(h)})
-		f.pins[h]++
+	sizes := f.referencedSizes()
+	for _, h := range slices.Sorted(maps.Keys(sizes)) {
+		snap.blobs = append(snap.blobs, snapBlob{Hash: h, Size: sizes[h]})
 	}
 	return snap, nil
 }
 
-// blobSize is the recorded size of referenced blob h; f.mu is held.
-func (f *fsm) blobSize(h string) int64 {
-	for _, e := range f.st.jobs {
-		switch h {
-		case e.job.ModelHash:
-			return e.job.ModelSize
-		case e.job.CheckpointHash:
-			return e.job.CheckpointSize
-		}
-	}
-	return 0
-}
-
-// unpin releases a snapshot's pins and deletes the blobs that became unreferenced meanwhile.
-func (f *fsm) unpin(blobs []snapBlob) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, b := range blobs {
-		if f.pins[b.Hash]--; f.pins[b.Hash] > 0 {
-			continue
-		}
-		delete(f.pins, b.Hash)
-		if f.dropped[b.Hash] {
-			delete(f.dropped, b.Hash)
-			if f.st.refs[b.Hash] == 0 {
-				if err := f.blobs.remove(b.Hash); err != nil {
-					f.log.Warn().Err(err).Msg("removing an unreferenced blob failed")
-				}
-			}
-		}
-	}
-}
-
-// Restore replaces the state with the one in the snapshot, and the blob store's contents
-// with the snapshot's blobs.
+// Restore replaces the state with the one in the snapshot. Blobs the new state references
+// but this member lacks are fetched later (repairBlobs) or when read.
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	st, applied, err := f.readSnapshot(rc)
@@ -500,40 +548,23 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.applied = max(f.applied, applied)
 	close(f.changed)
 	f.changed = make(chan struct{})
-	// Blobs the new state does not reference go (unless a snapshot still streams them).
-	entries, err := os.ReadDir(f.blobs.dir)
-	if err != nil {
-		return fmt.Errorf("restore snapshot: %w", err)
-	}
-	for _, e := range entries {
-		h := e.Name()
-		if st.refs[h] > 0 {
-			continue
-		}
-		if f.pins[h] > 0 {
-			f.dropped[h] = true
-			continue
-		}
-		_ = f.blobs.remove(h)
-	}
 	return nil
 }
 
 // Snapshot stream format (gob values, one after another on one encoder):
 //
 //	snapHeader
-//	snapHeader.Blobs × (snapBlob, then ceil(Size/snapChunkBytes) × snapChunk)
+//	snapHeader.Blobs × snapBlob       (version 2: each followed by its bytes in snapChunks)
 //	per job, ordered by CreatedAt then ID:
 //	  snapJob
 //	  snapJob.ModelChunks × snapChunk   (version 1 only: the committed model)
 //	  snapJob.UploadChunks × snapChunk  (the upload in progress)
 //
-// Each value is encoded on its own, so memory stays bounded by the largest chunk rather than
-// the whole state. Version 1 (models in the jobs, checkpoints in Job.Checkpoint) is read too.
-const (
-	snapshotVersion = 2
-	snapChunkBytes  = 1 << 20
-)
+// Version 3 names the blobs and leaves their bytes in the blob store, so a snapshot is small
+// and the data directory holds each model once. Each value is encoded on its own, so memory
+// stays bounded by the largest chunk rather than the whole state. Versions 1 (models in the
+// jobs, checkpoints in Job.Checkpoint) and 2 (blob bytes in the snapshot) are read too.
+const snapshotVersion = 3
 
 type snapHeader struct {
 	Version int
@@ -584,8 +615,6 @@ type fsmSnapshot struct {
 	entries []jobEntry
 	members []snapMember
 	blobs   []snapBlob
-
-	release sync.Once
 }
 
 // Persist streams the captured state to sink.
@@ -610,10 +639,9 @@ func (s *fsmSnapshot) write(w io.Writer) error {
 	if err := enc.Encode(h); err != nil {
 		return fmt.Errorf("write header: %w", err)
 	}
-	buf := make([]byte, snapChunkBytes)
 	for _, b := range s.blobs {
-		if err := s.writeBlob(enc, b, buf); err != nil {
-			return err
+		if err := enc.Encode(b); err != nil {
+			return fmt.Errorf("write blob %s: %w", b.Hash, err)
 		}
 	}
 	for _, e := range s.entries {
@@ -635,32 +663,8 @@ func (s *fsmSnapshot) write(w io.Writer) error {
 	return nil
 }
 
-func (s *fsmSnapshot) writeBlob(enc *gob.Encoder, b snapBlob, buf []byte) error {
-	if err := enc.Encode(b); err != nil {
-		return fmt.Errorf("write blob %s: %w", b.Hash, err)
-	}
-	fh, err := s.f.blobs.open(b.Hash)
-	if err != nil {
-		return err
-	}
-	defer fh.Close()
-	for left := b.Size; left > 0; {
-		n, err := io.ReadFull(fh, buf[:min(left, int64(len(buf)))])
-		if err != nil {
-			return fmt.Errorf("read blob %s: %w", b.Hash, err)
-		}
-		if err := enc.Encode(snapChunk{Data: buf[:n]}); err != nil {
-			return fmt.Errorf("write blob %s: %w", b.Hash, err)
-		}
-		left -= int64(n)
-	}
-	return nil
-}
-
-// Release unpins the snapshot's blobs.
-func (s *fsmSnapshot) Release() {
-	s.release.Do(func() { s.f.unpin(s.blobs) })
-}
+// Release is a no-op: the capture holds no resources.
+func (s *fsmSnapshot) Release() {}
 
 // chunkReader reads the snapChunks of a blob of a known size as one stream.
 type chunkReader struct {
@@ -697,7 +701,7 @@ func (f *fsm) readSnapshot(r io.Reader) (*state, uint64, error) {
 	if err := dec.Decode(&h); err != nil {
 		return nil, 0, fmt.Errorf("read header: %w", err)
 	}
-	if h.Version != 1 && h.Version != snapshotVersion {
+	if h.Version < 1 || h.Version > snapshotVersion {
 		return nil, 0, fmt.Errorf("unsupported snapshot version %d (want %d)", h.Version, snapshotVersion)
 	}
 	readChunks := func(n int) ([][]byte, int64, error) {
@@ -719,8 +723,10 @@ func (f *fsm) readSnapshot(r io.Reader) (*state, uint64, error) {
 		if err := dec.Decode(&b); err != nil {
 			return nil, 0, fmt.Errorf("read blob %d of %d: %w", i+1, h.Blobs, err)
 		}
-		if err := f.blobs.putStream(b.Hash, b.Size, &chunkReader{dec: dec, left: b.Size}); err != nil {
-			return nil, 0, fmt.Errorf("read blob %d of %d: %w", i+1, h.Blobs, err)
+		if h.Version == 2 {
+			if err := f.blobs.putStream(b.Hash, b.Size, &chunkReader{dec: dec, left: b.Size}); err != nil {
+				return nil, 0, fmt.Errorf("read blob %d of %d: %w", i+1, h.Blobs, err)
+			}
 		}
 		have[b.Hash] = true
 	}

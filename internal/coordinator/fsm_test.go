@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -31,7 +32,7 @@ func newHarness(t *testing.T) *fsmHarness {
 // mustFSM returns an empty fsm with its blobs in a temporary directory.
 func mustFSM(t *testing.T) *fsm {
 	t.Helper()
-	f, err := newFSM(zerolog.Nop(), filepath.Join(t.TempDir(), "blobs"))
+	f, err := newFSM(zerolog.Nop(), filepath.Join(t.TempDir(), "blobs"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,6 +239,16 @@ func TestFSMSnapshotRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The snapshot names blobs, which a new member fetches from another; keep them as they
+	// are now (the next command replaces z's checkpoint and deletes the old one).
+	atSnap := map[string][]byte{}
+	for _, j := range h.f.jobs(nil) {
+		for _, hash := range []string{j.ModelHash, j.CheckpointHash} {
+			if b, err := h.f.localBlob(hash); err == nil {
+				atSnap[hash] = b
+			}
+		}
+	}
 	// Apply goes on while the snapshot is persisted; the snapshot must not see it.
 	h.mustApply(opCheckpoint, checkpointCmd{ID: "z", Iteration: 18, Checkpoint: []byte("later"), Time: t0})
 	sink := &memSink{}
@@ -247,6 +258,13 @@ func TestFSMSnapshotRestore(t *testing.T) {
 	snap.Release()
 
 	r := mustFSM(t)
+	// The snapshot names the blobs; the new member fetches them from the old one.
+	r.fetch = func(_ context.Context, hash string, _ int64) ([]byte, error) {
+		if b, ok := atSnap[hash]; ok {
+			return b, nil
+		}
+		return nil, errors.New("no such blob")
+	}
 	if err := r.Restore(io.NopCloser(bytes.NewReader(sink.buf))); err != nil {
 		t.Fatal(err)
 	}

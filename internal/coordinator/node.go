@@ -99,6 +99,10 @@ type Config struct {
 	Bootstrap bool
 	// Logger receives the node's and raft's logs.
 	Logger zerolog.Logger
+	// FetchBlob gets a model or checkpoint this node lacks from another member (the Server
+	// asks them over gRPC). Snapshots carry blob hashes, not bytes, so a node that installs
+	// one from the leader needs it; without it such a node cannot serve those blobs.
+	FetchBlob BlobFetcher
 
 	// ApplyTimeout bounds how long a proposal waits to be accepted by raft (default 10 s);
 	// the context bounds the whole call.
@@ -202,6 +206,7 @@ type Node struct {
 	stopCh   chan struct{}
 	watchEnd chan struct{}
 	snapEnd  chan struct{}
+	blobsEnd chan struct{}
 
 	closeOnce sync.Once
 	closeErr  error
@@ -267,7 +272,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("open node %s: inspect raft state: %w", cfg.ID, err)
 	}
 
-	f, err := newFSM(logger.With().Str("component", "fsm").Logger(), filepath.Join(cfg.DataDir, blobDir))
+	f, err := newFSM(logger.With().Str("component", "fsm").Logger(), filepath.Join(cfg.DataDir, blobDir), cfg.FetchBlob)
 	if err != nil {
 		return nil, fmt.Errorf("open node %s: %w", cfg.ID, err)
 	}
@@ -300,9 +305,11 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		stopCh:   make(chan struct{}),
 		watchEnd: make(chan struct{}),
 		snapEnd:  make(chan struct{}),
+		blobsEnd: make(chan struct{}),
 	}
 	go n.watchLeadership()
 	go n.snapshotBySize()
+	go n.keepBlobs()
 	logger.Info().Str("addr", string(trans.LocalAddr())).Bool("existing_state", existing).Msg("raft node open")
 	return n, nil
 }
@@ -496,6 +503,40 @@ func (n *Node) snapshotBySize() {
 	}
 }
 
+// blobRepairEvery is how often a node looks for blobs it lacks or no longer needs.
+const blobRepairEvery = time.Second
+
+// keepBlobs fetches the blobs the state references that this node lacks and deletes the
+// ones nothing references, every blobRepairEvery, until the node closes.
+func (n *Node) keepBlobs() {
+	defer close(n.blobsEnd)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-n.stopCh:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	t := time.NewTicker(blobRepairEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stopCh:
+			return
+		case <-t.C:
+		}
+		if missing := n.fsm.repairBlobs(ctx); missing > 0 && ctx.Err() == nil {
+			n.log.Debug().Int("missing", missing).Msg("blobs still missing on this member; will retry")
+		}
+	}
+}
+
+// Blob returns the model or checkpoint with sha256 hash from this node's store, without
+// fetching it elsewhere (ErrNoModel if it is not here).
+func (n *Node) Blob(hash string) ([]byte, error) { return n.fsm.localBlob(hash) }
+
 // ReadIndex returns an index such that a member whose state has applied it (see
 // WaitApplied) reflects every command committed before the call: a barrier commits through
 // a quorum (so this node still leads) and applies everything before it. Leader only.
@@ -547,6 +588,7 @@ func (n *Node) close(graceful bool) error {
 		close(n.stopCh)
 		<-n.watchEnd
 		<-n.snapEnd
+		<-n.blobsEnd
 		n.mu.Lock()
 		n.closed = true
 		for _, ch := range n.subs {

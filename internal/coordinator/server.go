@@ -160,7 +160,10 @@ func OpenServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("open server %s: API listener: %w", cfg.ID, err)
 	}
-	node, err := Open(ctx, cfg.nodeConfig())
+	peers := &blobPeers{}
+	ncfg := cfg.nodeConfig()
+	ncfg.FetchBlob = peers.fetch
+	node, err := Open(ctx, ncfg)
 	if err != nil {
 		_ = lis.Close()
 		return nil, fmt.Errorf("open server: %w", err)
@@ -174,6 +177,7 @@ func OpenServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
 	s.done = s.bgCtx.Done()
 	s.advertise = advertiseAPI(cfg.APIAdvertiseAddr, lis.Addr().String(), node.Addr())
+	peers.s.Store(s)
 	s.events = newEventBatcher(node, log.With().Str("component", "events").Logger())
 	s.pool = newRegistry(cfg.HeartbeatTimeout, log.With().Str("component", "registry").Logger())
 	s.pool.onDrop = s.workers.forget

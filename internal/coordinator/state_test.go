@@ -363,11 +363,17 @@ func TestLogsSurviveLeaderChange(t *testing.T) {
 			rest = append(rest, s)
 		}
 	}
-	next := leaderOf(t, rest)
-	evs, err := watch(t, dial(t, next.APIAddr(), ""), "h")
-	if err != nil {
-		t.Fatalf("watch on the new leader: %v", err)
-	}
+	var next *runningServer
+	var evs []*pb.JobEvent
+	eventually(t, time.Minute, "a watch on the new leader to the job's end", func() error {
+		next = leaderOf(t, rest)
+		var err error
+		evs, err = watch(t, dial(t, next.APIAddr(), ""), "h")
+		if err != nil && status.Code(err) != codes.Unavailable && status.Code(err) != codes.FailedPrecondition {
+			t.Fatalf("watch on the new leader: %v", err)
+		}
+		return err
+	})
 	if len(evs) < len(before)+2 {
 		t.Fatalf("the new leader replays %d events, fewer than the %d seen before the change", len(evs), len(before))
 	}
@@ -417,4 +423,48 @@ func TestRaftAndGRPCMetrics(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestNewMemberFetchesBlobs: a member that joins after the log was compacted installs a
+// snapshot, which names the models without their bytes, and fetches them from the others
+// over GetBlob; then it serves them itself.
+func TestNewMemberFetchesBlobs(t *testing.T) {
+	t.Parallel()
+	tweak := func(cfg *ServerConfig) { cfg.Raft.TrailingLogs = 1 }
+	servers := startCluster(t, 2, tweak)
+	startWorkers(t, 1, apis(servers), "")
+	leader := leaderOf(t, servers)
+	waitWorkers(t, leader.Server, 1)
+	c := dial(t, leader.APIAddr(), "")
+	ctx := testContext(t)
+	if _, err := c.SubmitJob(ctx, &pb.SubmitJobRequest{Spec: smallJob(t, 8), Id: "m"}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, c, "m", pb.JobState_JOB_STATE_SUCCEEDED, time.Minute)
+	want, err := leader.node.Model("m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range servers {
+		eventually(t, 10*time.Second, "the job reaches "+s.node.ID(), func() error { _, err := s.node.fsm.jobView("m"); return err })
+		if err := s.node.Snapshot(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := testServerConfig(t, "late", testLogger(t))
+	cfg.Join = []string{leader.APIAddr()}
+	tweak(&cfg)
+	late := startServer(t, cfg)
+	eventually(t, time.Minute, "the late member holds the model", func() error {
+		if _, err := late.node.Blob(blobHash(want)); err != nil {
+			return err
+		}
+		return nil
+	})
+	if snaps, _ := filepath.Glob(filepath.Join(cfg.DataDir, "snapshots", "*", "state.bin")); len(snaps) == 0 {
+		t.Fatal("the late member caught up without installing a snapshot")
+	}
+	if got := fetchModel(t, dial(t, late.APIAddr(), ""), "m"); !bytes.Equal(got, want) {
+		t.Fatal("the late member serves another model")
+	}
 }

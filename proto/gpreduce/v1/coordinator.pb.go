@@ -869,6 +869,50 @@ func (*DeleteJobResponse) Descriptor() ([]byte, []int) {
 	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{9}
 }
 
+type GetBlobRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sha256        string                 `protobuf:"bytes,1,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetBlobRequest) Reset() {
+	*x = GetBlobRequest{}
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetBlobRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetBlobRequest) ProtoMessage() {}
+
+func (x *GetBlobRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetBlobRequest.ProtoReflect.Descriptor instead.
+func (*GetBlobRequest) Descriptor() ([]byte, []int) {
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *GetBlobRequest) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
 type ReadIndexRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -877,7 +921,7 @@ type ReadIndexRequest struct {
 
 func (x *ReadIndexRequest) Reset() {
 	*x = ReadIndexRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[10]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -889,7 +933,7 @@ func (x *ReadIndexRequest) String() string {
 func (*ReadIndexRequest) ProtoMessage() {}
 
 func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[10]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -902,7 +946,7 @@ func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexRequest.ProtoReflect.Descriptor instead.
 func (*ReadIndexRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{10}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{11}
 }
 
 type ReadIndexResponse struct {
@@ -914,7 +958,7 @@ type ReadIndexResponse struct {
 
 func (x *ReadIndexResponse) Reset() {
 	*x = ReadIndexResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[11]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -926,7 +970,7 @@ func (x *ReadIndexResponse) String() string {
 func (*ReadIndexResponse) ProtoMessage() {}
 
 func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[11]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -939,7 +983,7 @@ func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexResponse.ProtoReflect.Descriptor instead.
 func (*ReadIndexResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{11}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReadIndexResponse) GetIndex() uint64 {
@@ -958,7 +1002,7 @@ type WatchJobRequest struct {
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[12]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -970,7 +1014,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[12]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -983,7 +1027,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{12}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *WatchJobRequest) GetId() string {
@@ -1009,7 +1053,7 @@ type JobEvent struct {
 
 func (x *JobEvent) Reset() {
 	*x = JobEvent{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[13]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1021,7 +1065,7 @@ func (x *JobEvent) String() string {
 func (*JobEvent) ProtoMessage() {}
 
 func (x *JobEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[13]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1034,7 +1078,7 @@ func (x *JobEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobEvent.ProtoReflect.Descriptor instead.
 func (*JobEvent) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{13}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *JobEvent) GetJobId() string {
@@ -1105,7 +1149,7 @@ type PredictRequest struct {
 
 func (x *PredictRequest) Reset() {
 	*x = PredictRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[14]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1117,7 +1161,7 @@ func (x *PredictRequest) String() string {
 func (*PredictRequest) ProtoMessage() {}
 
 func (x *PredictRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[14]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1130,7 +1174,7 @@ func (x *PredictRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PredictRequest.ProtoReflect.Descriptor instead.
 func (*PredictRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{14}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PredictRequest) GetJobId() string {
@@ -1165,7 +1209,7 @@ type PredictResponse struct {
 
 func (x *PredictResponse) Reset() {
 	*x = PredictResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[15]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1177,7 +1221,7 @@ func (x *PredictResponse) String() string {
 func (*PredictResponse) ProtoMessage() {}
 
 func (x *PredictResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[15]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1190,7 +1234,7 @@ func (x *PredictResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PredictResponse.ProtoReflect.Descriptor instead.
 func (*PredictResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{15}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PredictResponse) GetMean() []float64 {
@@ -1223,7 +1267,7 @@ type GetModelRequest struct {
 
 func (x *GetModelRequest) Reset() {
 	*x = GetModelRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[16]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1235,7 +1279,7 @@ func (x *GetModelRequest) String() string {
 func (*GetModelRequest) ProtoMessage() {}
 
 func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[16]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1248,7 +1292,7 @@ func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelRequest.ProtoReflect.Descriptor instead.
 func (*GetModelRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{16}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetModelRequest) GetJobId() string {
@@ -1267,7 +1311,7 @@ type ModelChunk struct {
 
 func (x *ModelChunk) Reset() {
 	*x = ModelChunk{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[17]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1279,7 +1323,7 @@ func (x *ModelChunk) String() string {
 func (*ModelChunk) ProtoMessage() {}
 
 func (x *ModelChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[17]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1292,7 +1336,7 @@ func (x *ModelChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelChunk.ProtoReflect.Descriptor instead.
 func (*ModelChunk) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{17}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ModelChunk) GetData() []byte {
@@ -1315,7 +1359,7 @@ type RegisterWorkerRequest struct {
 
 func (x *RegisterWorkerRequest) Reset() {
 	*x = RegisterWorkerRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[18]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1327,7 +1371,7 @@ func (x *RegisterWorkerRequest) String() string {
 func (*RegisterWorkerRequest) ProtoMessage() {}
 
 func (x *RegisterWorkerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[18]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1340,7 +1384,7 @@ func (x *RegisterWorkerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterWorkerRequest.ProtoReflect.Descriptor instead.
 func (*RegisterWorkerRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{18}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RegisterWorkerRequest) GetAddress() string {
@@ -1374,7 +1418,7 @@ type RegisterWorkerResponse struct {
 
 func (x *RegisterWorkerResponse) Reset() {
 	*x = RegisterWorkerResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[19]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1386,7 +1430,7 @@ func (x *RegisterWorkerResponse) String() string {
 func (*RegisterWorkerResponse) ProtoMessage() {}
 
 func (x *RegisterWorkerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[19]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1399,7 +1443,7 @@ func (x *RegisterWorkerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterWorkerResponse.ProtoReflect.Descriptor instead.
 func (*RegisterWorkerResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{19}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RegisterWorkerResponse) GetWorkerId() string {
@@ -1425,7 +1469,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[20]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1437,7 +1481,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[20]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1450,7 +1494,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{20}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *HeartbeatRequest) GetWorkerId() string {
@@ -1468,7 +1512,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[21]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1480,7 +1524,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[21]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1493,7 +1537,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{21}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{22}
 }
 
 type JoinClusterRequest struct {
@@ -1507,7 +1551,7 @@ type JoinClusterRequest struct {
 
 func (x *JoinClusterRequest) Reset() {
 	*x = JoinClusterRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[22]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1519,7 +1563,7 @@ func (x *JoinClusterRequest) String() string {
 func (*JoinClusterRequest) ProtoMessage() {}
 
 func (x *JoinClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[22]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1532,7 +1576,7 @@ func (x *JoinClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinClusterRequest.ProtoReflect.Descriptor instead.
 func (*JoinClusterRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{22}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *JoinClusterRequest) GetId() string {
@@ -1564,7 +1608,7 @@ type JoinClusterResponse struct {
 
 func (x *JoinClusterResponse) Reset() {
 	*x = JoinClusterResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[23]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1576,7 +1620,7 @@ func (x *JoinClusterResponse) String() string {
 func (*JoinClusterResponse) ProtoMessage() {}
 
 func (x *JoinClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[23]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1589,7 +1633,7 @@ func (x *JoinClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinClusterResponse.ProtoReflect.Descriptor instead.
 func (*JoinClusterResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{23}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{24}
 }
 
 type RemoveMemberRequest struct {
@@ -1601,7 +1645,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[24]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1613,7 +1657,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[24]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1626,7 +1670,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{24}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RemoveMemberRequest) GetId() string {
@@ -1644,7 +1688,7 @@ type RemoveMemberResponse struct {
 
 func (x *RemoveMemberResponse) Reset() {
 	*x = RemoveMemberResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[25]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1656,7 +1700,7 @@ func (x *RemoveMemberResponse) String() string {
 func (*RemoveMemberResponse) ProtoMessage() {}
 
 func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[25]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1669,7 +1713,7 @@ func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{25}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{26}
 }
 
 type ListMembersRequest struct {
@@ -1680,7 +1724,7 @@ type ListMembersRequest struct {
 
 func (x *ListMembersRequest) Reset() {
 	*x = ListMembersRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[26]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1692,7 +1736,7 @@ func (x *ListMembersRequest) String() string {
 func (*ListMembersRequest) ProtoMessage() {}
 
 func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[26]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1705,7 +1749,7 @@ func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersRequest.ProtoReflect.Descriptor instead.
 func (*ListMembersRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{26}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{27}
 }
 
 type Member struct {
@@ -1720,7 +1764,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[27]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1732,7 +1776,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[27]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1745,7 +1789,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{27}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Member) GetId() string {
@@ -1785,7 +1829,7 @@ type ListMembersResponse struct {
 
 func (x *ListMembersResponse) Reset() {
 	*x = ListMembersResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[28]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1797,7 +1841,7 @@ func (x *ListMembersResponse) String() string {
 func (*ListMembersResponse) ProtoMessage() {}
 
 func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[28]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1810,7 +1854,7 @@ func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersResponse.ProtoReflect.Descriptor instead.
 func (*ListMembersResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{28}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListMembersResponse) GetMembers() []*Member {
@@ -1828,7 +1872,7 @@ type ListWorkersRequest struct {
 
 func (x *ListWorkersRequest) Reset() {
 	*x = ListWorkersRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[29]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1840,7 +1884,7 @@ func (x *ListWorkersRequest) String() string {
 func (*ListWorkersRequest) ProtoMessage() {}
 
 func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[29]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1853,7 +1897,7 @@ func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{29}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{30}
 }
 
 type WorkerInfo struct {
@@ -1868,7 +1912,7 @@ type WorkerInfo struct {
 
 func (x *WorkerInfo) Reset() {
 	*x = WorkerInfo{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[30]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1880,7 +1924,7 @@ func (x *WorkerInfo) String() string {
 func (*WorkerInfo) ProtoMessage() {}
 
 func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[30]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1893,7 +1937,7 @@ func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerInfo.ProtoReflect.Descriptor instead.
 func (*WorkerInfo) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{30}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *WorkerInfo) GetId() string {
@@ -1933,7 +1977,7 @@ type ListWorkersResponse struct {
 
 func (x *ListWorkersResponse) Reset() {
 	*x = ListWorkersResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[31]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1945,7 +1989,7 @@ func (x *ListWorkersResponse) String() string {
 func (*ListWorkersResponse) ProtoMessage() {}
 
 func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[31]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1958,7 +2002,7 @@ func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{31}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListWorkersResponse) GetWorkers() []*WorkerInfo {
@@ -2038,7 +2082,9 @@ const file_gpreduce_v1_coordinator_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"$\n" +
 	"\x10DeleteJobRequest\x12\x10\n" +
 	"\x03ids\x18\x01 \x03(\tR\x03ids\"\x13\n" +
-	"\x11DeleteJobResponse\"\x12\n" +
+	"\x11DeleteJobResponse\"(\n" +
+	"\x0eGetBlobRequest\x12\x16\n" +
+	"\x06sha256\x18\x01 \x01(\tR\x06sha256\"\x12\n" +
 	"\x10ReadIndexRequest\")\n" +
 	"\x11ReadIndexResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\"!\n" +
@@ -2110,7 +2156,7 @@ const file_gpreduce_v1_coordinator_proto_rawDesc = "" +
 	"\x11JOB_STATE_RUNNING\x10\x02\x12\x17\n" +
 	"\x13JOB_STATE_SUCCEEDED\x10\x03\x12\x14\n" +
 	"\x10JOB_STATE_FAILED\x10\x04\x12\x16\n" +
-	"\x12JOB_STATE_CANCELED\x10\x052\xe2\b\n" +
+	"\x12JOB_STATE_CANCELED\x10\x052\xa5\t\n" +
 	"\vCoordinator\x12<\n" +
 	"\tSubmitJob\x12\x1d.gpreduce.v1.SubmitJobRequest\x1a\x10.gpreduce.v1.Job\x126\n" +
 	"\x06GetJob\x12\x1a.gpreduce.v1.GetJobRequest\x1a\x10.gpreduce.v1.Job\x12G\n" +
@@ -2126,7 +2172,8 @@ const file_gpreduce_v1_coordinator_proto_rawDesc = "" +
 	"\fRemoveMember\x12 .gpreduce.v1.RemoveMemberRequest\x1a!.gpreduce.v1.RemoveMemberResponse\x12P\n" +
 	"\vListMembers\x12\x1f.gpreduce.v1.ListMembersRequest\x1a .gpreduce.v1.ListMembersResponse\x12P\n" +
 	"\vListWorkers\x12\x1f.gpreduce.v1.ListWorkersRequest\x1a .gpreduce.v1.ListWorkersResponse\x12J\n" +
-	"\tReadIndex\x12\x1d.gpreduce.v1.ReadIndexRequest\x1a\x1e.gpreduce.v1.ReadIndexResponseB;Z9github.com/gpreduce/gpreduce/proto/gpreduce/v1;gpreducev1b\x06proto3"
+	"\tReadIndex\x12\x1d.gpreduce.v1.ReadIndexRequest\x1a\x1e.gpreduce.v1.ReadIndexResponse\x12A\n" +
+	"\aGetBlob\x12\x1b.gpreduce.v1.GetBlobRequest\x1a\x17.gpreduce.v1.ModelChunk0\x01B;Z9github.com/gpreduce/gpreduce/proto/gpreduce/v1;gpreducev1b\x06proto3"
 
 var (
 	file_gpreduce_v1_coordinator_proto_rawDescOnce sync.Once
@@ -2141,7 +2188,7 @@ func file_gpreduce_v1_coordinator_proto_rawDescGZIP() []byte {
 }
 
 var file_gpreduce_v1_coordinator_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gpreduce_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_gpreduce_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_gpreduce_v1_coordinator_proto_goTypes = []any{
 	(JobState)(0),                  // 0: gpreduce.v1.JobState
 	(*JobSpec)(nil),                // 1: gpreduce.v1.JobSpec
@@ -2154,72 +2201,75 @@ var file_gpreduce_v1_coordinator_proto_goTypes = []any{
 	(*CancelJobRequest)(nil),       // 8: gpreduce.v1.CancelJobRequest
 	(*DeleteJobRequest)(nil),       // 9: gpreduce.v1.DeleteJobRequest
 	(*DeleteJobResponse)(nil),      // 10: gpreduce.v1.DeleteJobResponse
-	(*ReadIndexRequest)(nil),       // 11: gpreduce.v1.ReadIndexRequest
-	(*ReadIndexResponse)(nil),      // 12: gpreduce.v1.ReadIndexResponse
-	(*WatchJobRequest)(nil),        // 13: gpreduce.v1.WatchJobRequest
-	(*JobEvent)(nil),               // 14: gpreduce.v1.JobEvent
-	(*PredictRequest)(nil),         // 15: gpreduce.v1.PredictRequest
-	(*PredictResponse)(nil),        // 16: gpreduce.v1.PredictResponse
-	(*GetModelRequest)(nil),        // 17: gpreduce.v1.GetModelRequest
-	(*ModelChunk)(nil),             // 18: gpreduce.v1.ModelChunk
-	(*RegisterWorkerRequest)(nil),  // 19: gpreduce.v1.RegisterWorkerRequest
-	(*RegisterWorkerResponse)(nil), // 20: gpreduce.v1.RegisterWorkerResponse
-	(*HeartbeatRequest)(nil),       // 21: gpreduce.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),      // 22: gpreduce.v1.HeartbeatResponse
-	(*JoinClusterRequest)(nil),     // 23: gpreduce.v1.JoinClusterRequest
-	(*JoinClusterResponse)(nil),    // 24: gpreduce.v1.JoinClusterResponse
-	(*RemoveMemberRequest)(nil),    // 25: gpreduce.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),   // 26: gpreduce.v1.RemoveMemberResponse
-	(*ListMembersRequest)(nil),     // 27: gpreduce.v1.ListMembersRequest
-	(*Member)(nil),                 // 28: gpreduce.v1.Member
-	(*ListMembersResponse)(nil),    // 29: gpreduce.v1.ListMembersResponse
-	(*ListWorkersRequest)(nil),     // 30: gpreduce.v1.ListWorkersRequest
-	(*WorkerInfo)(nil),             // 31: gpreduce.v1.WorkerInfo
-	(*ListWorkersResponse)(nil),    // 32: gpreduce.v1.ListWorkersResponse
-	(*DataSource)(nil),             // 33: gpreduce.v1.DataSource
+	(*GetBlobRequest)(nil),         // 11: gpreduce.v1.GetBlobRequest
+	(*ReadIndexRequest)(nil),       // 12: gpreduce.v1.ReadIndexRequest
+	(*ReadIndexResponse)(nil),      // 13: gpreduce.v1.ReadIndexResponse
+	(*WatchJobRequest)(nil),        // 14: gpreduce.v1.WatchJobRequest
+	(*JobEvent)(nil),               // 15: gpreduce.v1.JobEvent
+	(*PredictRequest)(nil),         // 16: gpreduce.v1.PredictRequest
+	(*PredictResponse)(nil),        // 17: gpreduce.v1.PredictResponse
+	(*GetModelRequest)(nil),        // 18: gpreduce.v1.GetModelRequest
+	(*ModelChunk)(nil),             // 19: gpreduce.v1.ModelChunk
+	(*RegisterWorkerRequest)(nil),  // 20: gpreduce.v1.RegisterWorkerRequest
+	(*RegisterWorkerResponse)(nil), // 21: gpreduce.v1.RegisterWorkerResponse
+	(*HeartbeatRequest)(nil),       // 22: gpreduce.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),      // 23: gpreduce.v1.HeartbeatResponse
+	(*JoinClusterRequest)(nil),     // 24: gpreduce.v1.JoinClusterRequest
+	(*JoinClusterResponse)(nil),    // 25: gpreduce.v1.JoinClusterResponse
+	(*RemoveMemberRequest)(nil),    // 26: gpreduce.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),   // 27: gpreduce.v1.RemoveMemberResponse
+	(*ListMembersRequest)(nil),     // 28: gpreduce.v1.ListMembersRequest
+	(*Member)(nil),                 // 29: gpreduce.v1.Member
+	(*ListMembersResponse)(nil),    // 30: gpreduce.v1.ListMembersResponse
+	(*ListWorkersRequest)(nil),     // 31: gpreduce.v1.ListWorkersRequest
+	(*WorkerInfo)(nil),             // 32: gpreduce.v1.WorkerInfo
+	(*ListWorkersResponse)(nil),    // 33: gpreduce.v1.ListWorkersResponse
+	(*DataSource)(nil),             // 34: gpreduce.v1.DataSource
 }
 var file_gpreduce_v1_coordinator_proto_depIdxs = []int32{
-	33, // 0: gpreduce.v1.JobSpec.data:type_name -> gpreduce.v1.DataSource
+	34, // 0: gpreduce.v1.JobSpec.data:type_name -> gpreduce.v1.DataSource
 	1,  // 1: gpreduce.v1.Job.spec:type_name -> gpreduce.v1.JobSpec
 	0,  // 2: gpreduce.v1.Job.state:type_name -> gpreduce.v1.JobState
 	2,  // 3: gpreduce.v1.Job.hyperparameters:type_name -> gpreduce.v1.Hyperparameters
 	1,  // 4: gpreduce.v1.SubmitJobRequest.spec:type_name -> gpreduce.v1.JobSpec
 	3,  // 5: gpreduce.v1.ListJobsResponse.jobs:type_name -> gpreduce.v1.Job
 	0,  // 6: gpreduce.v1.JobEvent.state:type_name -> gpreduce.v1.JobState
-	28, // 7: gpreduce.v1.ListMembersResponse.members:type_name -> gpreduce.v1.Member
-	31, // 8: gpreduce.v1.ListWorkersResponse.workers:type_name -> gpreduce.v1.WorkerInfo
+	29, // 7: gpreduce.v1.ListMembersResponse.members:type_name -> gpreduce.v1.Member
+	32, // 8: gpreduce.v1.ListWorkersResponse.workers:type_name -> gpreduce.v1.WorkerInfo
 	4,  // 9: gpreduce.v1.Coordinator.SubmitJob:input_type -> gpreduce.v1.SubmitJobRequest
 	5,  // 10: gpreduce.v1.Coordinator.GetJob:input_type -> gpreduce.v1.GetJobRequest
 	6,  // 11: gpreduce.v1.Coordinator.ListJobs:input_type -> gpreduce.v1.ListJobsRequest
 	8,  // 12: gpreduce.v1.Coordinator.CancelJob:input_type -> gpreduce.v1.CancelJobRequest
 	9,  // 13: gpreduce.v1.Coordinator.DeleteJob:input_type -> gpreduce.v1.DeleteJobRequest
-	13, // 14: gpreduce.v1.Coordinator.WatchJob:input_type -> gpreduce.v1.WatchJobRequest
-	15, // 15: gpreduce.v1.Coordinator.Predict:input_type -> gpreduce.v1.PredictRequest
-	17, // 16: gpreduce.v1.Coordinator.GetModel:input_type -> gpreduce.v1.GetModelRequest
-	19, // 17: gpreduce.v1.Coordinator.RegisterWorker:input_type -> gpreduce.v1.RegisterWorkerRequest
-	21, // 18: gpreduce.v1.Coordinator.Heartbeat:input_type -> gpreduce.v1.HeartbeatRequest
-	23, // 19: gpreduce.v1.Coordinator.JoinCluster:input_type -> gpreduce.v1.JoinClusterRequest
-	25, // 20: gpreduce.v1.Coordinator.RemoveMember:input_type -> gpreduce.v1.RemoveMemberRequest
-	27, // 21: gpreduce.v1.Coordinator.ListMembers:input_type -> gpreduce.v1.ListMembersRequest
-	30, // 22: gpreduce.v1.Coordinator.ListWorkers:input_type -> gpreduce.v1.ListWorkersRequest
-	11, // 23: gpreduce.v1.Coordinator.ReadIndex:input_type -> gpreduce.v1.ReadIndexRequest
-	3,  // 24: gpreduce.v1.Coordinator.SubmitJob:output_type -> gpreduce.v1.Job
-	3,  // 25: gpreduce.v1.Coordinator.GetJob:output_type -> gpreduce.v1.Job
-	7,  // 26: gpreduce.v1.Coordinator.ListJobs:output_type -> gpreduce.v1.ListJobsResponse
-	3,  // 27: gpreduce.v1.Coordinator.CancelJob:output_type -> gpreduce.v1.Job
-	10, // 28: gpreduce.v1.Coordinator.DeleteJob:output_type -> gpreduce.v1.DeleteJobResponse
-	14, // 29: gpreduce.v1.Coordinator.WatchJob:output_type -> gpreduce.v1.JobEvent
-	16, // 30: gpreduce.v1.Coordinator.Predict:output_type -> gpreduce.v1.PredictResponse
-	18, // 31: gpreduce.v1.Coordinator.GetModel:output_type -> gpreduce.v1.ModelChunk
-	20, // 32: gpreduce.v1.Coordinator.RegisterWorker:output_type -> gpreduce.v1.RegisterWorkerResponse
-	22, // 33: gpreduce.v1.Coordinator.Heartbeat:output_type -> gpreduce.v1.HeartbeatResponse
-	24, // 34: gpreduce.v1.Coordinator.JoinCluster:output_type -> gpreduce.v1.JoinClusterResponse
-	26, // 35: gpreduce.v1.Coordinator.RemoveMember:output_type -> gpreduce.v1.RemoveMemberResponse
-	29, // 36: gpreduce.v1.Coordinator.ListMembers:output_type -> gpreduce.v1.ListMembersResponse
-	32, // 37: gpreduce.v1.Coordinator.ListWorkers:output_type -> gpreduce.v1.ListWorkersResponse
-	12, // 38: gpreduce.v1.Coordinator.ReadIndex:output_type -> gpreduce.v1.ReadIndexResponse
-	24, // [24:39] is the sub-list for method output_type
-	9,  // [9:24] is the sub-list for method input_type
+	14, // 14: gpreduce.v1.Coordinator.WatchJob:input_type -> gpreduce.v1.WatchJobRequest
+	16, // 15: gpreduce.v1.Coordinator.Predict:input_type -> gpreduce.v1.PredictRequest
+	18, // 16: gpreduce.v1.Coordinator.GetModel:input_type -> gpreduce.v1.GetModelRequest
+	20, // 17: gpreduce.v1.Coordinator.RegisterWorker:input_type -> gpreduce.v1.RegisterWorkerRequest
+	22, // 18: gpreduce.v1.Coordinator.Heartbeat:input_type -> gpreduce.v1.HeartbeatRequest
+	24, // 19: gpreduce.v1.Coordinator.JoinCluster:input_type -> gpreduce.v1.JoinClusterRequest
+	26, // 20: gpreduce.v1.Coordinator.RemoveMember:input_type -> gpreduce.v1.RemoveMemberRequest
+	28, // 21: gpreduce.v1.Coordinator.ListMembers:input_type -> gpreduce.v1.ListMembersRequest
+	31, // 22: gpreduce.v1.Coordinator.ListWorkers:input_type -> gpreduce.v1.ListWorkersRequest
+	12, // 23: gpreduce.v1.Coordinator.ReadIndex:input_type -> gpreduce.v1.ReadIndexRequest
+	11, // 24: gpreduce.v1.Coordinator.GetBlob:input_type -> gpreduce.v1.GetBlobRequest
+	3,  // 25: gpreduce.v1.Coordinator.SubmitJob:output_type -> gpreduce.v1.Job
+	3,  // 26: gpreduce.v1.Coordinator.GetJob:output_type -> gpreduce.v1.Job
+	7,  // 27: gpreduce.v1.Coordinator.ListJobs:output_type -> gpreduce.v1.ListJobsResponse
+	3,  // 28: gpreduce.v1.Coordinator.CancelJob:output_type -> gpreduce.v1.Job
+	10, // 29: gpreduce.v1.Coordinator.DeleteJob:output_type -> gpreduce.v1.DeleteJobResponse
+	15, // 30: gpreduce.v1.Coordinator.WatchJob:output_type -> gpreduce.v1.JobEvent
+	17, // 31: gpreduce.v1.Coordinator.Predict:output_type -> gpreduce.v1.PredictResponse
+	19, // 32: gpreduce.v1.Coordinator.GetModel:output_type -> gpreduce.v1.ModelChunk
+	21, // 33: gpreduce.v1.Coordinator.RegisterWorker:output_type -> gpreduce.v1.RegisterWorkerResponse
+	23, // 34: gpreduce.v1.Coordinator.Heartbeat:output_type -> gpreduce.v1.HeartbeatResponse
+	25, // 35: gpreduce.v1.Coordinator.JoinCluster:output_type -> gpreduce.v1.JoinClusterResponse
+	27, // 36: gpreduce.v1.Coordinator.RemoveMember:output_type -> gpreduce.v1.RemoveMemberResponse
+	30, // 37: gpreduce.v1.Coordinator.ListMembers:output_type -> gpreduce.v1.ListMembersResponse
+	33, // 38: gpreduce.v1.Coordinator.ListWorkers:output_type -> gpreduce.v1.ListWorkersResponse
+	13, // 39: gpreduce.v1.Coordinator.ReadIndex:output_type -> gpreduce.v1.ReadIndexResponse
+	19, // 40: gpreduce.v1.Coordinator.GetBlob:output_type -> gpreduce.v1.ModelChunk
+	25, // [25:41] is the sub-list for method output_type
+	9,  // [9:25] is the sub-list for method input_type
 	9,  // [9:9] is the sub-list for extension type_name
 	9,  // [9:9] is the sub-list for extension extendee
 	0,  // [0:9] is the sub-list for field type_name
@@ -2237,7 +2287,7 @@ func file_gpreduce_v1_coordinator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gpreduce_v1_coordinator_proto_rawDesc), len(file_gpreduce_v1_coordinator_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   32,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

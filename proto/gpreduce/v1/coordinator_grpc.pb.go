@@ -34,6 +34,7 @@ const (
 	Coordinator_ListMembers_FullMethodName    = "/gpreduce.v1.Coordinator/ListMembers"
 	Coordinator_ListWorkers_FullMethodName    = "/gpreduce.v1.Coordinator/ListWorkers"
 	Coordinator_ReadIndex_FullMethodName      = "/gpreduce.v1.Coordinator/ReadIndex"
+	Coordinator_GetBlob_FullMethodName        = "/gpreduce.v1.Coordinator/GetBlob"
 )
 
 // CoordinatorClient is the client API for Coordinator service.
@@ -74,6 +75,10 @@ type CoordinatorClient interface {
 	// ListJobs, GetModel, Predict) only once its own state has applied the leader's read
 	// index, and otherwise points the caller to the leader, so no member gives a stale answer.
 	ReadIndex(ctx context.Context, in *ReadIndexRequest, opts ...grpc.CallOption) (*ReadIndexResponse, error)
+	// GetBlob (API token) streams a model or checkpoint held by this member, named by its
+	// sha256: a member that installed a snapshot (which carries hashes, not bytes) fetches the
+	// blobs it lacks from the others.
+	GetBlob(ctx context.Context, in *GetBlobRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ModelChunk], error)
 }
 
 type coordinatorClient struct {
@@ -252,6 +257,25 @@ func (c *coordinatorClient) ReadIndex(ctx context.Context, in *ReadIndexRequest,
 	return out, nil
 }
 
+func (c *coordinatorClient) GetBlob(ctx context.Context, in *GetBlobRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ModelChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Coordinator_ServiceDesc.Streams[2], Coordinator_GetBlob_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[GetBlobRequest, ModelChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Coordinator_GetBlobClient = grpc.ServerStreamingClient[ModelChunk]
+
 // CoordinatorServer is the server API for Coordinator service.
 // All implementations must embed UnimplementedCoordinatorServer
 // for forward compatibility.
@@ -290,6 +314,10 @@ type CoordinatorServer interface {
 	// ListJobs, GetModel, Predict) only once its own state has applied the leader's read
 	// index, and otherwise points the caller to the leader, so no member gives a stale answer.
 	ReadIndex(context.Context, *ReadIndexRequest) (*ReadIndexResponse, error)
+	// GetBlob (API token) streams a model or checkpoint held by this member, named by its
+	// sha256: a member that installed a snapshot (which carries hashes, not bytes) fetches the
+	// blobs it lacks from the others.
+	GetBlob(*GetBlobRequest, grpc.ServerStreamingServer[ModelChunk]) error
 	mustEmbedUnimplementedCoordinatorServer()
 }
 
@@ -344,6 +372,9 @@ func (UnimplementedCoordinatorServer) ListWorkers(context.Context, *ListWorkersR
 }
 func (UnimplementedCoordinatorServer) ReadIndex(context.Context, *ReadIndexRequest) (*ReadIndexResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReadIndex not implemented")
+}
+func (UnimplementedCoordinatorServer) GetBlob(*GetBlobRequest, grpc.ServerStreamingServer[ModelChunk]) error {
+	return status.Error(codes.Unimplemented, "method GetBlob not implemented")
 }
 func (UnimplementedCoordinatorServer) mustEmbedUnimplementedCoordinatorServer() {}
 func (UnimplementedCoordinatorServer) testEmbeddedByValue()                     {}
@@ -622,6 +653,17 @@ func _Coordinator_ReadIndex_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Coordinator_GetBlob_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(GetBlobRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(CoordinatorServer).GetBlob(m, &grpc.GenericServerStream[GetBlobRequest, ModelChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Coordinator_GetBlobServer = grpc.ServerStreamingServer[ModelChunk]
+
 // Coordinator_ServiceDesc is the grpc.ServiceDesc for Coordinator service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -691,6 +733,11 @@ var Coordinator_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "GetModel",
 			Handler:       _Coordinator_GetModel_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "GetBlob",
+			Handler:       _Coordinator_GetBlob_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -23,24 +23,24 @@ import (
 // ModelChunkBytes but are stored outside it (in the blob store, by content hash), so a
 // snapshot compacts them away. A snapshot is taken after SnapshotThreshold entries or
 // SnapshotBytes bytes of commands, whichever comes first, and keeps TrailingLogs entries, so
-// the log holds at most about SnapshotBytes + TrailingLogs*ModelChunkBytes bytes (32 MiB
-// with the defaults). bbolt never shrinks raft.db, so this bound is also its file size. The
+// the log holds at most about SnapshotBytes + TrailingLogs*ModelChunkBytes bytes (12 MiB
+// with the defaults; snapshots are cheap, as they hold no model bytes). bbolt never shrinks raft.db, so this bound is also its file size. The
 // data directory then holds raft.db, the blob store (the models of the jobs kept and the
-// checkpoints of the running ones) and one snapshot (the job records and the same blobs):
-// about 32 MiB plus twice the live blob bytes, which retention bounds.
+// checkpoints of the running ones) and the snapshots (job records, events and blob hashes):
+// about 12 MiB plus the live blob bytes, which retention bounds.
 const (
 	DefaultApplyTimeout       = 10 * time.Second
 	DefaultMaxCheckpointBytes = 64 << 20
 	DefaultMaxModelBytes      = 512 << 20
 	DefaultModelChunkBytes    = 128 << 10
 	DefaultSnapshotThreshold  = 1024
-	DefaultSnapshotBytes      = 16 << 20
-	DefaultTrailingLogs       = 128
+	DefaultSnapshotBytes      = 4 << 20
+	DefaultTrailingLogs       = 64
 	DefaultTransportTimeout   = 10 * time.Second
 )
 
 const (
-	snapshotsRetained = 1 // a snapshot carries every live model and checkpoint: keep one
+	snapshotsRetained = 2
 	raftDBFile        = "raft.db"
 	blobDir           = "blobs"
 	modelPipeline     = 16 // model chunks in flight at once
@@ -119,11 +119,11 @@ type Config struct {
 	// a snapshot (default 1024).
 	SnapshotThreshold uint64
 	// SnapshotBytes is the number of command bytes applied since the last snapshot that
-	// triggers one (default 16 MiB), checked every 250 ms.
+	// triggers one (default 4 MiB), checked every 250 ms.
 	SnapshotBytes int64
 	// SnapshotInterval is how often raft checks whether to snapshot (raft's default 120 s).
 	SnapshotInterval time.Duration
-	// TrailingLogs is the number of log entries kept after a snapshot (default 128), so a
+	// TrailingLogs is the number of log entries kept after a snapshot (default 64), so a
 	// follower that lags by fewer catches up from the log rather than a snapshot.
 	TrailingLogs uint64
 

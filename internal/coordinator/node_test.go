@@ -33,7 +33,7 @@ func TestConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.MaxCheckpointBytes != 64<<20 || cfg.ModelChunkBytes != 128<<10 || cfg.MaxModelBytes != 512<<20 || cfg.ApplyTimeout != DefaultApplyTimeout ||
-		rc.SnapshotThreshold != DefaultSnapshotThreshold || cfg.SnapshotBytes != 16<<20 || rc.TrailingLogs != 128 || rc.HeartbeatTimeout != time.Second {
+		rc.SnapshotThreshold != DefaultSnapshotThreshold || cfg.SnapshotBytes != 4<<20 || rc.TrailingLogs != 64 || rc.HeartbeatTimeout != time.Second {
 		t.Fatalf("defaults: %+v", cfg)
 	}
 	// Setting only a short heartbeat keeps the raft config valid.

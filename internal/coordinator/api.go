@@ -316,8 +316,9 @@ func (s *Server) readBarrier(ctx context.Context, setTrailer func(metadata.MD)) 
 	return nil
 }
 
-// WatchJob streams the job's recent events and then new ones until the job finishes. Only
-// the leader has the events; the stream ends with the redirect if leadership moves.
+// WatchJob streams the job's recorded events (replicated, so they include those of earlier
+// leaders) and then new ones until the job finishes. The leader serves it; the stream ends
+// with the redirect if leadership moves.
 func (s *Server) WatchJob(req *pb.WatchJobRequest, stream grpc.ServerStreamingServer[pb.JobEvent]) error {
 	ctx := stream.Context()
 	trailer := func(md metadata.MD) { stream.SetTrailer(md) }

@@ -42,7 +42,11 @@ type fakeCoordinator struct {
 	predicts int
 }
 
-func startFake(t *testing.T, leader *string) *fakeCoordinator {
+func startFake(t *testing.T, leader *string) *fakeCoordinator { return startFakeAs(t, leader, nil) }
+
+// startFakeAs starts a fake whose gRPC service is as(f) (f itself if as is nil), for fakes
+// that add methods.
+func startFakeAs(t *testing.T, leader *string, as func(*fakeCoordinator) pb.CoordinatorServer) *fakeCoordinator {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -53,7 +57,11 @@ func startFake(t *testing.T, leader *string) *fakeCoordinator {
 	f.srv = grpc.NewServer(
 		grpc.UnaryInterceptor(auth.UnaryServerInterceptor(auth.Static(testToken), log)),
 		grpc.StreamInterceptor(auth.StreamServerInterceptor(auth.Static(testToken), log)))
-	pb.RegisterCoordinatorServer(f.srv, f)
+	var svc pb.CoordinatorServer = f
+	if as != nil {
+		svc = as(f)
+	}
+	pb.RegisterCoordinatorServer(f.srv, svc)
 	go f.srv.Serve(lis)
 	t.Cleanup(f.srv.Stop)
 	return f

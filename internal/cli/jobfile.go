@@ -472,5 +472,14 @@ func buildJobSpec(s train.Spec, src shard.Source, shards, timeoutSec int, baseDi
 		return nil, fmt.Errorf("%s: %d seconds must not be negative (0 means 300)", names.name("shard-timeout"), timeoutSec)
 	}
 	src.URI, src.Format = uri, format
-	return coordinator.JobSpecOf(s, src, shards, time.Duration(timeoutSec)*time.Second), nil
+	js := coordinator.JobSpecOf(s, src, shards, time.Duration(timeoutSec)*time.Second)
+	// The coordinator's limits, checked here too so the answer comes before the upload.
+	if err := coordinator.CheckLimits(js); err != nil {
+		var le *coordinator.LimitError
+		if errors.As(err, &le) {
+			return nil, fmt.Errorf("%s: %s", names.name(strings.TrimSuffix(strings.ReplaceAll(strings.TrimPrefix(le.Field, "data."), "_", "-"), "-seconds")), le.Msg)
+		}
+		return nil, err
+	}
+	return js, nil
 }

@@ -506,6 +506,40 @@ func newCancelCmd(e *env) *cobra.Command {
 	return cmd
 }
 
+func newDeleteCmd(e *env) *cobra.Command {
+	var cf clientFlags
+	cmd := &cobra.Command{
+		Use:   "delete ID...",
+		Short: "Delete finished jobs with their models, checkpoints and events from every coordinator",
+		Long: `delete removes finished (succeeded, failed or canceled) jobs from the cluster: their
+records, models, checkpoints and events, on every coordinator. A pending or running job is
+refused: cancel it first. Nothing is deleted if any ID is unknown or unfinished.
+
+serve --retain-jobs and --retain-for delete finished jobs automatically.`,
+		Example: `  coordinator delete job-3f2a9c1b7d4e
+  coordinator cancel j-42 && coordinator delete j-42`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.connect(e.log)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if _, err := call(cmd.Context(), c, func(ctx context.Context, cl pb.CoordinatorClient, opts ...grpc.CallOption) (*pb.DeleteJobResponse, error) {
+				return cl.DeleteJob(ctx, &pb.DeleteJobRequest{Ids: args}, opts...)
+			}); err != nil {
+				return err
+			}
+			for _, id := range args {
+				fmt.Fprintf(e.out, "job %s: deleted\n", id)
+			}
+			return nil
+		},
+	}
+	cf.register(cmd)
+	return cmd
+}
+
 func newLogsCmd(e *env) *cobra.Command {
 	var cf clientFlags
 	var asJSON bool
@@ -594,6 +628,37 @@ func newMembersCmd(e *env) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
+	cf.register(cmd)
+	cmd.AddCommand(newMembersRemoveCmd(e))
+	return cmd
+}
+
+func newMembersRemoveCmd(e *env) *cobra.Command {
+	var cf clientFlags
+	cmd := &cobra.Command{
+		Use:   "remove ID",
+		Short: "Remove a coordinator from the raft configuration (for a member that is gone for good)",
+		Long: `members remove takes a coordinator out of the raft configuration, so the quorum no longer
+counts it: use it for a member whose machine is gone, before replacing it. Removing the
+leader makes it step down. Stop the removed member's process too; to bring it back, wipe its
+--data-dir and start it with --join.`,
+		Example: `  coordinator members remove c3`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.connect(e.log)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if _, err := call(cmd.Context(), c, func(ctx context.Context, cl pb.CoordinatorClient, opts ...grpc.CallOption) (*pb.RemoveMemberResponse, error) {
+				return cl.RemoveMember(ctx, &pb.RemoveMemberRequest{Id: args[0]}, opts...)
+			}); err != nil {
+				return fmt.Errorf("remove member %s: %w", args[0], err)
+			}
+			fmt.Fprintf(e.out, "member %s: removed\n", args[0])
+			return nil
+		},
+	}
 	cf.register(cmd)
 	return cmd
 }

@@ -44,7 +44,7 @@ func Execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn, error")
 	root.AddCommand(newEvalCmd(e), newDemoCmd(e), newClusterPredictCmd(e), newImportCmd(e))
-	root.AddCommand(newSubmitCmd(e), newStatusCmd(e), newJobsCmd(e), newCancelCmd(e), newLogsCmd(e),
+	root.AddCommand(newSubmitCmd(e), newStatusCmd(e), newJobsCmd(e), newCancelCmd(e), newDeleteCmd(e), newLogsCmd(e),
 		newMembersCmd(e), newWorkersCmd(e), newModelCmd(e), newServeCmd(e))
 	root.SetArgs(args)
 	root.SetOut(stdout)

@@ -42,6 +42,10 @@ type serveFlags struct {
 	planTimeout                     time.Duration
 	raftSnapThreshold, raftTrailing uint64
 	access                          accessFlags
+	raftSnapBytes                   int64
+	retainJobs                      int
+	retainFor                       time.Duration
+	maxModelBytes, maxCkBytes       int64
 }
 
 func newServeCmd(e *env) *cobra.Command {
@@ -109,19 +113,24 @@ secret's handshake inside). A member with neither may only run alone on a loopba
 	fl.Float64Var(&f.stragglerFactor, "straggler-factor", remote.DefaultStragglerFactor,
 		"run a task again on another worker once it has run this many times the median task time of its round (negative: never)")
 	fl.DurationVar(&f.stragglerFloor, "straggler-floor", remote.DefaultStragglerFloor, "least time a task runs before it counts as a straggler")
+	fl.IntVar(&f.retainJobs, "retain-jobs", 0, "keep only the newest N finished jobs: older ones are deleted with their models (0: keep all)")
+	fl.DurationVar(&f.retainFor, "retain-for", 0, "delete finished jobs with their models this long after they finished, e.g. 168h (0: never)")
+	fl.Int64Var(&f.maxModelBytes, "max-model-bytes", coordinator.DefaultMaxModelBytes, "largest model a job may store; a larger one fails its job")
+	fl.Int64Var(&f.maxCkBytes, "max-checkpoint-bytes", coordinator.DefaultMaxCheckpointBytes, "largest checkpoint saved; a job with larger ones resumes from its last smaller one (or the start)")
 	// Tuning for tests and unusual networks; raft's defaults suit a LAN.
 	fl.DurationVar(&f.raftHeartbeat, "raft-heartbeat-timeout", 0, "raft heartbeat timeout (default: raft's, 1s)")
 	fl.DurationVar(&f.raftElection, "raft-election-timeout", 0, "raft election timeout (default: raft's, 1s)")
 	fl.DurationVar(&f.raftLeaderLease, "raft-leader-lease-timeout", 0, "raft leader lease timeout (default: raft's, 500ms)")
 	fl.DurationVar(&f.raftSnapEvery, "raft-snapshot-interval", 0, "how often raft checks whether to snapshot (default: raft's, 120s)")
 	fl.Uint64Var(&f.raftSnapThreshold, "raft-snapshot-threshold", 0, "log entries since the last snapshot that trigger one (default 1024)")
-	fl.Uint64Var(&f.raftTrailing, "raft-trailing-logs", 0, "log entries kept after a snapshot (default 1024)")
+	fl.Uint64Var(&f.raftTrailing, "raft-trailing-logs", 0, "log entries kept after a snapshot (default 64)")
+	fl.Int64Var(&f.raftSnapBytes, "raft-snapshot-bytes", 0, "command bytes since the last snapshot that trigger one (default 4 MiB)")
 	fl.DurationVar(&f.taskTimeout, "task-timeout", 0, "bound of one task attempt on a worker (default: the remote engine's)")
 	fl.DurationVar(&f.planTimeout, "plan-timeout", coordinator.DefaultPlanTimeout,
 		"bound of planning a job's data on the leader (a gzipped CSV or UCI split is read whole to count its rows)")
 	f.access.register(cmd)
 	for _, n := range []string{"raft-heartbeat-timeout", "raft-election-timeout", "raft-leader-lease-timeout", "raft-snapshot-interval",
-		"raft-snapshot-threshold", "raft-trailing-logs", "task-timeout"} {
+		"raft-snapshot-threshold", "raft-trailing-logs", "raft-snapshot-bytes", "task-timeout"} {
 		_ = fl.MarkHidden(n)
 	}
 	return cmd
@@ -202,16 +211,26 @@ func (f *serveFlags) config(log zerolog.Logger) (coordinator.ServerConfig, error
 			return cfg, fmt.Errorf("%s %s: must not be negative", d.flag, d.v)
 		}
 	}
+	for _, n := range []struct {
+		flag string
+		v    int64
+	}{{"--retain-jobs", int64(f.retainJobs)}, {"--max-model-bytes", f.maxModelBytes}, {"--max-checkpoint-bytes", f.maxCkBytes},
+		{"--raft-snapshot-bytes", f.raftSnapBytes}} {
+		if n.v < 0 {
+			return cfg, fmt.Errorf("%s %d: must not be negative", n.flag, n.v)
+		}
+	}
 	return coordinator.ServerConfig{
 		ID: f.id, RaftAddr: f.raftAddr, RaftAdvertiseAddr: f.raftAdvertise, APIAddr: f.apiAddr, APIAdvertiseAddr: f.apiAdvertise,
 		DataDir: f.dataDir, Bootstrap: f.bootstrap, Join: join,
 		Token: token, JoinToken: joinToken, ServerTLS: serverTLS, ClientTLS: clientTLS, RaftSecret: []byte(raftSecret),
 		MetricsAddr: f.metricsAddr, HeartbeatTimeout: f.workerTimeout, CheckpointInterval: f.checkpointEvery,
 		TaskTimeout: f.taskTimeout, StragglerFactor: f.stragglerFactor, StragglerFloor: f.stragglerFloor, Logger: log,
-		Data: data, PlanTimeout: f.planTimeout,
+		Data: data, PlanTimeout: f.planTimeout, RetainJobs: f.retainJobs, RetainFor: f.retainFor,
 		Raft: coordinator.RaftTuning{
 			HeartbeatTimeout: f.raftHeartbeat, ElectionTimeout: f.raftElection, LeaderLeaseTimeout: f.raftLeaderLease,
 			SnapshotInterval: f.raftSnapEvery, SnapshotThreshold: f.raftSnapThreshold, TrailingLogs: f.raftTrailing,
+			SnapshotBytes: f.raftSnapBytes, MaxModelBytes: f.maxModelBytes, MaxCheckpointBytes: f.maxCkBytes,
 		},
 	}, nil
 }

@@ -38,6 +38,10 @@ const watchRecheck = 500 * time.Millisecond
 // modelCacheSize is how many decoded models Predict keeps.
 const modelCacheSize = 8
 
+// followerCatchUp bounds how long a follower waits for the leader's read index and for its
+// state to apply it before it sends a read to the leader.
+const followerCatchUp = 3 * time.Second
+
 // validJobID reports whether a client-chosen job ID is 1 to 128 letters, digits, '.', '_'
 // or '-', starting with a letter or digit.
 func validJobID(id string) bool {
@@ -108,10 +112,13 @@ func (s *Server) toStatus(setTrailer func(metadata.MD), err error) error {
 		code = codes.NotFound
 	case errors.Is(err, ErrJobExists):
 		code = codes.AlreadyExists
-	case errors.Is(err, ErrInvalidTransition), errors.Is(err, ErrJobNotRunning), errors.Is(err, ErrNoModel), errors.Is(err, ErrInsecureRaft):
+	case errors.Is(err, ErrInvalidTransition), errors.Is(err, ErrJobNotRunning), errors.Is(err, ErrNoModel), errors.Is(err, ErrInsecureRaft),
+		errors.Is(err, ErrJobActive):
 		code = codes.FailedPrecondition
 	case errors.Is(err, ErrInvalidArgument):
 		code = codes.InvalidArgument
+	case errors.Is(err, ErrModelTooLarge), errors.Is(err, ErrCheckpointTooLarge):
+		code = codes.ResourceExhausted
 	case errors.Is(err, ErrLeadershipLost), errors.Is(err, ErrClosed):
 		code = codes.Unavailable
 	case errors.Is(err, context.Canceled):
@@ -149,7 +156,6 @@ func (s *Server) SubmitJob(ctx context.Context, req *pb.SubmitJobRequest) (*pb.J
 	if err := s.node.SubmitJob(ctx, id, spec, time.Time{}); err != nil {
 		return nil, s.unaryStatus(ctx, err)
 	}
-	s.events.publish(&pb.JobEvent{JobId: id, State: pb.JobState_JOB_STATE_PENDING, Phase: "state", Message: "submitted", UnixNano: time.Now().UnixNano()})
 	s.runner.start(id)
 	s.log.Info().Str("job", id).Str("method", plan.Spec.Method).Str("data", plan.Source.URI).Msg("job submitted")
 	return s.jobMessage(id)
@@ -208,13 +214,21 @@ func stateProto(s JobState) pb.JobState {
 	return pb.JobState_JOB_STATE_UNSPECIFIED
 }
 
-// GetJob returns a job from this member's state.
-func (s *Server) GetJob(_ context.Context, req *pb.GetJobRequest) (*pb.Job, error) {
+// GetJob returns a job from this member's state, once it reflects every change committed
+// before the call (see readBarrier).
+func (s *Server) GetJob(ctx context.Context, req *pb.GetJobRequest) (*pb.Job, error) {
+	if err := s.readBarrier(ctx, unaryTrailer(ctx)); err != nil {
+		return nil, err
+	}
 	return s.jobMessage(req.GetId())
 }
 
-// ListJobs lists the jobs in this member's state, oldest first.
-func (s *Server) ListJobs(context.Context, *pb.ListJobsRequest) (*pb.ListJobsResponse, error) {
+// ListJobs lists the jobs in this member's state, oldest first, once it reflects every
+// change committed before the call.
+func (s *Server) ListJobs(ctx context.Context, _ *pb.ListJobsRequest) (*pb.ListJobsResponse, error) {
+	if err := s.readBarrier(ctx, unaryTrailer(ctx)); err != nil {
+		return nil, err
+	}
 	views := s.node.fsm.jobViews()
 	out := &pb.ListJobsResponse{Jobs: make([]*pb.Job, len(views))}
 	for i, j := range views {
@@ -238,18 +252,86 @@ func (s *Server) CancelJob(ctx context.Context, req *pb.CancelJobRequest) (*pb.J
 		return nil, s.unaryStatus(ctx, err)
 	}
 	s.runner.cancel(id)
-	s.events.publish(&pb.JobEvent{JobId: id, State: pb.JobState_JOB_STATE_CANCELED, Phase: "state", Message: "canceled", UnixNano: time.Now().UnixNano()})
 	s.log.Info().Str("job", id).Msg("job canceled")
 	return s.jobMessage(id)
 }
 
-// WatchJob streams the job's recent events and then new ones until the job finishes. Only
-// the leader has the events; the stream ends with the redirect if leadership moves.
+// DeleteJob removes finished jobs with their models, checkpoints and events from every
+// member.
+func (s *Server) DeleteJob(ctx context.Context, req *pb.DeleteJobRequest) (*pb.DeleteJobResponse, error) {
+	if err := s.requireLeader(ctx); err != nil {
+		return nil, err
+	}
+	ids := req.GetIds()
+	if len(ids) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "ids: empty; give the IDs of the finished jobs to delete")
+	}
+	if err := s.node.DeleteJobs(ctx, ids, time.Time{}); err != nil {
+		if errors.Is(err, ErrJobActive) {
+			return nil, status.Errorf(codes.FailedPrecondition, "%v (coordinator cancel ID, then delete)", err)
+		}
+		return nil, s.unaryStatus(ctx, err)
+	}
+	s.log.Info().Strs("jobs", ids).Msg("jobs deleted")
+	return &pb.DeleteJobResponse{}, nil
+}
+
+// ReadIndex returns the leader's read index (see Node.ReadIndex).
+func (s *Server) ReadIndex(ctx context.Context, _ *pb.ReadIndexRequest) (*pb.ReadIndexResponse, error) {
+	if err := s.requireLeader(ctx); err != nil {
+		return nil, err
+	}
+	idx, err := s.node.ReadIndex(ctx)
+	if err != nil {
+		return nil, s.unaryStatus(ctx, err)
+	}
+	return &pb.ReadIndexResponse{Index: idx}, nil
+}
+
+// readBarrier returns once this member's state reflects every change committed before the
+// call, so a read never answers "not found" for a job that exists or "running" for one that
+// finished. The leader runs a barrier; a follower asks the leader for its read index
+// (ReadIndex) and waits until its own state has applied it. A follower that knows no
+// leader answers Unavailable; one that cannot reach the leader, or does not catch up within
+// followerCatchUp, points the caller to the leader (FailedPrecondition with the trailer).
+func (s *Server) readBarrier(ctx context.Context, setTrailer func(metadata.MD)) error {
+	if s.node.IsLeader() {
+		_, err := s.node.ReadIndex(ctx)
+		return s.toStatus(setTrailer, err)
+	}
+	leader := s.node.LeaderAPI()
+	if leader == "" || leader == s.advertise {
+		return s.notLeader(setTrailer)
+	}
+	c, err := s.peers.coordinator(leader)
+	if err != nil {
+		return s.notLeader(setTrailer)
+	}
+	cctx, cancel := context.WithTimeout(ctx, followerCatchUp)
+	defer cancel()
+	resp, err := c.ReadIndex(cctx, &pb.ReadIndexRequest{})
+	if err != nil {
+		s.log.Debug().Err(err).Str("leader", leader).Msg("read index from the leader failed; redirecting the read")
+		return s.notLeader(setTrailer)
+	}
+	if err := s.node.WaitApplied(cctx, resp.GetIndex()); err != nil {
+		s.log.Debug().Err(err).Msg("not caught up with the leader; redirecting the read")
+		return s.notLeader(setTrailer)
+	}
+	return nil
+}
+
+// WatchJob streams the job's recorded events (replicated, so they include those of earlier
+// leaders) and then new ones until the job finishes. The leader serves it; the stream ends
+// with the redirect if leadership moves.
 func (s *Server) WatchJob(req *pb.WatchJobRequest, stream grpc.ServerStreamingServer[pb.JobEvent]) error {
 	ctx := stream.Context()
 	trailer := func(md metadata.MD) { stream.SetTrailer(md) }
 	if !s.node.IsLeader() {
 		return s.notLeader(trailer)
+	}
+	if err := s.readBarrier(ctx, trailer); err != nil {
+		return err
 	}
 	id := req.GetId()
 	if _, err := s.node.fsm.jobView(id); err != nil {
@@ -259,13 +341,17 @@ func (s *Server) WatchJob(req *pb.WatchJobRequest, stream grpc.ServerStreamingSe
 	defer tick.Stop()
 	var from uint64
 	for {
-		evs, next, changed := s.events.since(id, from)
+		changed := s.node.fsm.updates()
+		evs, next, err := s.node.fsm.events(id, from)
+		if err != nil {
+			return s.toStatus(trailer, err)
+		}
 		from = next
 		for _, ev := range evs {
-			if err := stream.Send(ev); err != nil {
+			if err := stream.Send(ev.proto()); err != nil {
 				return err
 			}
-			if finishedState(ev.GetState()) {
+			if ev.State.Finished() {
 				return nil
 			}
 		}
@@ -296,6 +382,9 @@ func (s *Server) WatchJob(req *pb.WatchJobRequest, stream grpc.ServerStreamingSe
 
 // Predict predicts with a job's model.
 func (s *Server) Predict(ctx context.Context, req *pb.PredictRequest) (*pb.PredictResponse, error) {
+	if err := s.readBarrier(ctx, unaryTrailer(ctx)); err != nil {
+		return nil, err
+	}
 	m, err := s.models.get(s.node, req.GetJobId())
 	if err != nil {
 		return nil, s.unaryStatus(ctx, err)
@@ -318,9 +407,13 @@ func (s *Server) Predict(ctx context.Context, req *pb.PredictRequest) (*pb.Predi
 
 // GetModel streams a job's encoded model in chunks of 1 MiB.
 func (s *Server) GetModel(req *pb.GetModelRequest, stream grpc.ServerStreamingServer[pb.ModelChunk]) error {
+	trailer := func(md metadata.MD) { stream.SetTrailer(md) }
+	if err := s.readBarrier(stream.Context(), trailer); err != nil {
+		return err
+	}
 	b, err := s.node.Model(req.GetJobId())
 	if err != nil {
-		return s.toStatus(func(md metadata.MD) { stream.SetTrailer(md) }, err)
+		return s.toStatus(trailer, err)
 	}
 	for off := 0; off < len(b); off += modelChunkBytes {
 		if err := stream.Send(&pb.ModelChunk{Data: b[off:min(off+modelChunkBytes, len(b))]}); err != nil {

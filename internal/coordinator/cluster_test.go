@@ -189,9 +189,10 @@ func TestClusterSnapshotInstallAndRestart(t *testing.T) {
 
 	cfg := testConfig(t, "late", c.log)
 	cfg.TrailingLogs = 1
+	cfg.FetchBlob = c.fetchBlob // the snapshot names the model; the late node fetches it
 	late := mustOpen(t, cfg)
 	cfg.RaftAddr = late.Addr()
-	c.cfgs, c.nodes = append(c.cfgs, cfg), append(c.nodes, late)
+	c.add(cfg, late)
 	eventually(t, 10*time.Second, "join late", func() error {
 		return c.waitLeader(c.nodes[:2]).AddVoter(ctx, "late", late.Addr())
 	})

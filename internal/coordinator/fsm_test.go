@@ -2,11 +2,13 @@ package coordinator
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"io"
 	"math"
+	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -24,7 +26,17 @@ type fsmHarness struct {
 }
 
 func newHarness(t *testing.T) *fsmHarness {
-	return &fsmHarness{t: t, f: newFSM(zerolog.Nop())}
+	return &fsmHarness{t: t, f: mustFSM(t)}
+}
+
+// mustFSM returns an empty fsm with its blobs in a temporary directory.
+func mustFSM(t *testing.T) *fsm {
+	t.Helper()
+	f, err := newFSM(zerolog.Nop(), filepath.Join(t.TempDir(), "blobs"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
 
 func (h *fsmHarness) apply(o op, payload any) applyResponse {
@@ -115,7 +127,7 @@ func TestFSMTransitions(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Job{ID: "a", Spec: []byte("spec"), State: JobFailed, Error: "boom", CreatedAt: t0,
-		UpdatedAt: t0.Add(3 * time.Second), Iteration: 3, Objective: -1.5, Checkpoint: []byte("ck")}
+		UpdatedAt: t0.Add(3 * time.Second), Iteration: 3, Objective: -1.5} // a finished job's checkpoint is dropped
 	if !reflect.DeepEqual(j, want) {
 		t.Fatalf("job = %+v\nwant  %+v", j, want)
 	}
@@ -227,6 +239,16 @@ func TestFSMSnapshotRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The snapshot names blobs, which a new member fetches from another; keep them as they
+	// are now (the next command replaces z's checkpoint and deletes the old one).
+	atSnap := map[string][]byte{}
+	for _, j := range h.f.jobs(nil) {
+		for _, hash := range []string{j.ModelHash, j.CheckpointHash} {
+			if b, err := h.f.localBlob(hash); err == nil {
+				atSnap[hash] = b
+			}
+		}
+	}
 	// Apply goes on while the snapshot is persisted; the snapshot must not see it.
 	h.mustApply(opCheckpoint, checkpointCmd{ID: "z", Iteration: 18, Checkpoint: []byte("later"), Time: t0})
 	sink := &memSink{}
@@ -235,7 +257,14 @@ func TestFSMSnapshotRestore(t *testing.T) {
 	}
 	snap.Release()
 
-	r := newFSM(zerolog.Nop())
+	r := mustFSM(t)
+	// The snapshot names the blobs; the new member fetches them from the old one.
+	r.fetch = func(_ context.Context, hash string, _ int64) ([]byte, error) {
+		if b, ok := atSnap[hash]; ok {
+			return b, nil
+		}
+		return nil, errors.New("no such blob")
+	}
 	if err := r.Restore(io.NopCloser(bytes.NewReader(sink.buf))); err != nil {
 		t.Fatal(err)
 	}

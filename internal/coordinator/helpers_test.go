@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -117,6 +118,7 @@ func waitSelfLeader(t testing.TB, n *Node) {
 type cluster struct {
 	t     testing.TB
 	log   zerolog.Logger
+	mu    sync.Mutex // guards nodes for fetchBlob
 	cfgs  []Config
 	nodes []*Node
 }
@@ -129,13 +131,13 @@ func newCluster(t testing.TB, size int, tweak func(*Config)) *cluster {
 	for i := range size {
 		cfg := testConfig(t, fmt.Sprintf("n%d", i), c.log)
 		cfg.Bootstrap = i == 0
+		cfg.FetchBlob = c.fetchBlob
 		if tweak != nil {
 			tweak(&cfg)
 		}
 		n := mustOpen(t, cfg)
 		cfg.RaftAddr = n.Addr() // a restart must use the same address
-		c.cfgs = append(c.cfgs, cfg)
-		c.nodes = append(c.nodes, n)
+		c.add(cfg, n)
 		if i == 0 {
 			waitSelfLeader(t, n)
 			continue
@@ -148,6 +150,27 @@ func newCluster(t testing.TB, size int, tweak func(*Config)) *cluster {
 	}
 	c.waitLeader(nil)
 	return c
+}
+
+// fetchBlob is the nodes' BlobFetcher: what the Server does over gRPC, from the other
+// nodes' stores directly.
+func (c *cluster) fetchBlob(_ context.Context, hash string, _ int64) ([]byte, error) {
+	c.mu.Lock()
+	nodes := slices.Clone(c.nodes)
+	c.mu.Unlock()
+	for _, n := range nodes {
+		if b, err := n.Blob(hash); err == nil {
+			return b, nil
+		}
+	}
+	return nil, fmt.Errorf("blob %s: on no node", hash)
+}
+
+// add appends a node opened with cfg.
+func (c *cluster) add(cfg Config, n *Node) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cfgs, c.nodes = append(c.cfgs, cfg), append(c.nodes, n)
 }
 
 // leader waits until exactly one of the live nodes is leader and every live node knows it.
@@ -189,7 +212,10 @@ func (c *cluster) restart() {
 		}
 	}
 	for i, cfg := range c.cfgs {
-		c.nodes[i] = mustOpen(c.t, cfg)
+		n := mustOpen(c.t, cfg)
+		c.mu.Lock()
+		c.nodes[i] = n
+		c.mu.Unlock()
 	}
 }
 

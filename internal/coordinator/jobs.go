@@ -2,8 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"slices"
 	"time"
@@ -28,9 +26,15 @@ func (n *Node) SubmitJob(ctx context.Context, id string, spec []byte, now time.T
 // SetState moves job id to state with the reason errMsg (kept in Job.Error). Allowed moves:
 // pending -> running, failed or canceled; running -> succeeded, failed or canceled; a
 // finished job never changes (ErrInvalidTransition). Succeeded requires a model stored by
-// PutModel (ErrNoModel).
+// PutModel (ErrNoModel). A finished job's checkpoint is dropped.
 func (n *Node) SetState(ctx context.Context, id string, state JobState, errMsg string, now time.Time) error {
-	c := setStateCmd{ID: id, State: state, Error: errMsg, Time: stamp(now)}
+	return n.SetStateMessage(ctx, id, state, errMsg, "", now)
+}
+
+// SetStateMessage is SetState with msg as the text of the job event the change records
+// (errMsg if msg is empty).
+func (n *Node) SetStateMessage(ctx context.Context, id string, state JobState, errMsg, msg string, now time.Time) error {
+	c := setStateCmd{ID: id, State: state, Error: errMsg, Message: msg, Time: stamp(now)}
 	if _, err := n.propose(ctx, opSetState, c); err != nil {
 		return fmt.Errorf("set job %q %s: %w", id, state, err)
 	}
@@ -38,7 +42,9 @@ func (n *Node) SetState(ctx context.Context, id string, state JobState, errMsg s
 }
 
 // SaveCheckpoint records the optimizer iteration, objective and opaque checkpoint of running
-// job id. A checkpoint over Config.MaxCheckpointBytes fails with ErrCheckpointTooLarge.
+// job id, replacing its earlier checkpoint. A checkpoint over Config.MaxCheckpointBytes fails
+// with ErrCheckpointTooLarge. One larger than Config.ModelChunkBytes travels in chunks, like
+// a model; either way the bytes end in the blob store, not in the state.
 //
 // The size limit is checked here, on the proposing leader, and not in Apply: it is local
 // configuration, and Apply must not depend on anything but the log.
@@ -46,7 +52,16 @@ func (n *Node) SaveCheckpoint(ctx context.Context, id string, iteration int, obj
 	if size := int64(len(checkpoint)); size > n.cfg.MaxCheckpointBytes {
 		return fmt.Errorf("checkpoint job %q: %d bytes, limit %d: %w", id, size, n.cfg.MaxCheckpointBytes, ErrCheckpointTooLarge)
 	}
-	c := checkpointCmd{ID: id, Iteration: iteration, Objective: objective, Checkpoint: checkpoint, Time: stamp(now)}
+	c := checkpointCmd{ID: id, Iteration: iteration, Objective: objective, Time: stamp(now)}
+	if len(checkpoint) <= n.cfg.ModelChunkBytes {
+		c.Checkpoint = checkpoint
+	} else {
+		up, chunks, err := n.upload(ctx, id, checkpoint)
+		if err != nil {
+			return fmt.Errorf("checkpoint job %q at iteration %d: %w", id, iteration, err)
+		}
+		c.Upload, c.Chunks, c.Size, c.SHA256 = up, chunks, int64(len(checkpoint)), blobHash(checkpoint)
+	}
 	if _, err := n.propose(ctx, opCheckpoint, c); err != nil {
 		return fmt.Errorf("checkpoint job %q at iteration %d: %w", id, iteration, err)
 	}
@@ -56,19 +71,40 @@ func (n *Node) SaveCheckpoint(ctx context.Context, id string, iteration int, obj
 // PutModel stores the finished model of running job id, with its metrics (opaque JSON). The
 // model is written as one raft command per Config.ModelChunkBytes chunk, then a commit
 // command that checks the sha256 of the assembled chunks and makes the model the job's
-// (replacing an earlier one). The job stays running: mark it succeeded with SetState.
+// (replacing an earlier one); the bytes go to the blob store of every member, and log
+// compaction drops the chunks. A model over Config.MaxModelBytes fails with
+// ErrModelTooLarge. The job stays running: mark it succeeded with SetState.
 func (n *Node) PutModel(ctx context.Context, id string, model, metrics []byte, now time.Time) error {
 	if len(model) == 0 {
 		return fmt.Errorf("put model of job %q: empty model: %w", id, ErrInvalidArgument)
 	}
-	sum := sha256.Sum256(model)
+	if size := int64(len(model)); size > n.cfg.MaxModelBytes {
+		return fmt.Errorf("put model of job %q: %d bytes, limit %d (serve --max-model-bytes): %w", id, size, n.cfg.MaxModelBytes, ErrModelTooLarge)
+	}
+	up, chunks, err := n.upload(ctx, id, model)
+	if err != nil {
+		return fmt.Errorf("put model of job %q: %w", id, err)
+	}
+	c := modelCommitCmd{
+		ID: id, Upload: up, Chunks: chunks, Size: int64(len(model)),
+		SHA256: blobHash(model), Metrics: metrics, Time: stamp(now),
+	}
+	if _, err := n.propose(ctx, opModelCommit, c); err != nil {
+		return fmt.Errorf("put model of job %q: commit: %w", id, err)
+	}
+	return nil
+}
+
+// upload writes data as the chunks of a new upload of job id and returns the upload ID and
+// the number of chunks; a commit command then names them.
+func (n *Node) upload(ctx context.Context, id string, data []byte) (uint64, int, error) {
 	size := n.cfg.ModelChunkBytes
-	chunks := (len(model) + size - 1) / size
-	chunk := func(i int) []byte { return model[i*size : min((i+1)*size, len(model))] }
+	chunks := (len(data) + size - 1) / size
+	chunk := func(i int) []byte { return data[i*size : min((i+1)*size, len(data))] }
 
 	first, err := n.propose(ctx, opModelChunk, modelChunkCmd{ID: id, Seq: 0, Data: chunk(0)})
 	if err != nil {
-		return fmt.Errorf("put model of job %q: chunk 0 of %d: %w", id, chunks, err)
+		return 0, 0, fmt.Errorf("chunk 0 of %d: %w", chunks, err)
 	}
 	upload := first.Upload
 	// Keep up to modelPipeline chunks in flight: raft orders them as proposed and batches
@@ -83,7 +119,7 @@ func (n *Node) PutModel(ctx context.Context, id string, model, metrics []byte, n
 			q := queue[0]
 			queue = queue[1:]
 			if _, err := n.result(ctx, q.f); err != nil {
-				return fmt.Errorf("put model of job %q: chunk %d of %d: %w", id, q.seq, chunks, err)
+				return fmt.Errorf("chunk %d of %d: %w", q.seq, chunks, err)
 			}
 		}
 		return nil
@@ -91,22 +127,44 @@ func (n *Node) PutModel(ctx context.Context, id string, model, metrics []byte, n
 	for seq := 1; seq < chunks; seq++ {
 		f, err := n.start(ctx, opModelChunk, modelChunkCmd{ID: id, Upload: upload, Seq: seq, Data: chunk(seq)})
 		if err != nil {
-			return fmt.Errorf("put model of job %q: chunk %d of %d: %w", id, seq, chunks, err)
+			return 0, 0, fmt.Errorf("chunk %d of %d: %w", seq, chunks, err)
 		}
 		queue = append(queue, inflight{seq, f})
 		if err := drain(modelPipeline - 1); err != nil {
-			return err
+			return 0, 0, err
 		}
 	}
 	if err := drain(0); err != nil {
-		return err
+		return 0, 0, err
 	}
-	c := modelCommitCmd{
-		ID: id, Upload: upload, Chunks: chunks, Size: int64(len(model)),
-		SHA256: hex.EncodeToString(sum[:]), Metrics: metrics, Time: stamp(now),
+	return upload, chunks, nil
+}
+
+// DeleteJobs removes finished jobs with their models, checkpoints and events, on every
+// member. It fails with ErrJobNotFound or ErrJobActive (pending or running: cancel first),
+// deleting nothing, if any job is missing or unfinished.
+func (n *Node) DeleteJobs(ctx context.Context, ids []string, now time.Time) error {
+	if len(ids) == 0 {
+		return nil
 	}
-	if _, err := n.propose(ctx, opModelCommit, c); err != nil {
-		return fmt.Errorf("put model of job %q: commit: %w", id, err)
+	if _, err := n.propose(ctx, opDelete, deleteCmd{IDs: ids, Time: stamp(now)}); err != nil {
+		return fmt.Errorf("delete jobs %v: %w", ids, err)
+	}
+	return nil
+}
+
+// expireJobs removes the given jobs that are still there and finished (retention).
+func (n *Node) expireJobs(ctx context.Context, ids []string, now time.Time) error {
+	if _, err := n.propose(ctx, opDelete, deleteCmd{IDs: ids, Retention: true, Time: stamp(now)}); err != nil {
+		return fmt.Errorf("expire %d finished jobs: %w", len(ids), err)
+	}
+	return nil
+}
+
+// AppendEvents records progress events of their jobs (kept per job, the last 500).
+func (n *Node) AppendEvents(ctx context.Context, evs []eventRec) error {
+	if _, err := n.propose(ctx, opEvents, eventsCmd{Events: evs}); err != nil {
+		return fmt.Errorf("record %d job events: %w", len(evs), err)
 	}
 	return nil
 }
@@ -132,7 +190,7 @@ func (n *Node) JobsInState(states ...JobState) []Job {
 	return n.fsm.jobs(func(j *Job) bool { return slices.Contains(states, j.State) })
 }
 
-// Model returns the committed model of job id, reassembled from its chunks (ErrNoModel if
+// Model returns the committed model of job id from this node's blob store (ErrNoModel if
 // the job has none).
 func (n *Node) Model(id string) ([]byte, error) { return n.fsm.model(id) }
 

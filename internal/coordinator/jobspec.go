@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -36,6 +37,13 @@ func specError(field, format string, args ...any) error {
 func planFromSpec(js *pb.JobSpec) (jobPlan, error) {
 	if js == nil {
 		return jobPlan{}, status.Error(codes.InvalidArgument, "spec: missing: give the method and the data")
+	}
+	if err := CheckLimits(js); err != nil {
+		var le *LimitError
+		if errors.As(err, &le) && le.Field != "spec" {
+			return jobPlan{}, specError(le.Field, "%s", le.Msg)
+		}
+		return jobPlan{}, status.Errorf(codes.InvalidArgument, "%v", err)
 	}
 	s := train.DefaultSpec(strings.TrimSpace(js.GetMethod()))
 	s.Seed = js.GetSeed()

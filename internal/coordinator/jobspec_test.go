@@ -2,7 +2,9 @@ package coordinator
 
 import (
 	"bytes"
+	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -104,6 +106,20 @@ func TestPlanFromSpecErrors(t *testing.T) {
 		{"uci header", &pb.JobSpec{Method: "gl", Data: &pb.DataSource{Uri: "d", Format: "uci", Header: true}}, "spec.data: a UCI dataset fixes its columns"},
 		{"name without header", &pb.JobSpec{Method: "gl", Data: &pb.DataSource{Uri: "d", Columns: []string{"a"}}}, "spec.data.columns: column \"a\" is a name"},
 		{"target without header", &pb.JobSpec{Method: "gl", Data: &pb.DataSource{Uri: "d", Target: "y"}}, "spec.data.target:"},
+		// The limits a raw gRPC client meets as the CLI does.
+		{"shards limit", &pb.JobSpec{Method: "gl", Shards: 2_000_000_000, Data: data}, "spec.shards: 2000000000 is more than the limit 1048576"},
+		{"features limit", &pb.JobSpec{Method: "rff", Features: 1 << 20, Data: data}, "spec.features: 1048576 is more than the limit 65536"},
+		{"max features limit", &pb.JobSpec{Method: "gl", MaxFeatures: 1 << 30, Data: data}, "spec.max_features:"},
+		{"eigenfunctions limit", &pb.JobSpec{Method: "grief", Eigenfunctions: 1 << 20, Data: data}, "spec.eigenfunctions:"},
+		{"iterations limit", &pb.JobSpec{Method: "gl", MaxIter: 1 << 30, Data: data}, "spec.max_iter:"},
+		{"exact rows limit", &pb.JobSpec{Method: "exact", ExactMaxRows: 1 << 20, Data: data}, "spec.exact_max_rows:"},
+		{"nodes limit", &pb.JobSpec{Method: "gl", NodesPerDim: []int32{1 << 20}, Data: data}, "spec.nodes_per_dim: 1048576 nodes"},
+		{"dims limit", &pb.JobSpec{Method: "gl", GlBox: make([]float64, 2000), Data: data}, "spec.gl_box: 2000 entries"},
+		{"cg iters limit", &pb.JobSpec{Method: "cg", CgIters: 1 << 20, Data: data}, "spec.cg_iters:"},
+		{"timeout limit", &pb.JobSpec{Method: "gl", ShardTimeoutSeconds: 1 << 30, Data: data}, "spec.shard_timeout_seconds:"},
+		{"nan bound", &pb.JobSpec{Method: "gl", LengthscaleBounds: []float64{math.NaN(), 1}, Data: data}, "spec.lengthscale_bounds: NaN is not a finite number"},
+		{"uri limit", &pb.JobSpec{Method: "gl", Data: &pb.DataSource{Uri: strings.Repeat("a", 5000)}}, "spec.data.uri: 5000 bytes"},
+		{"spec size", &pb.JobSpec{Method: "gl", Data: &pb.DataSource{Uri: "d", Header: true, Columns: slices.Repeat([]string{strings.Repeat("c", 1000)}, 100)}}, "spec: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := planFromSpec(tc.js)

@@ -26,6 +26,7 @@ type metrics struct {
 	taskSeconds prometheus.Histogram
 	checkpoints *prometheus.CounterVec
 	stragglers  *prometheus.CounterVec
+	grpc        *grpcMetrics
 }
 
 func newMetrics(node *Node, pool *registry) *metrics {
@@ -65,6 +66,7 @@ func newMetrics(node *Node, pool *registry) *metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
+	m.grpc = newGRPCMetrics(m.reg)
 	for _, r := range []string{"ok", "error"} {
 		m.tasks.WithLabelValues(r)
 	}
@@ -107,6 +109,9 @@ type stateCollector struct {
 	node      *Node
 	jobs      *prometheus.Desc
 	raftState *prometheus.Desc
+	applied   *prometheus.Desc
+	blobs     *prometheus.Desc
+	blobBytes *prometheus.Desc
 }
 
 func newStateCollector(node *Node) *stateCollector {
@@ -117,6 +122,12 @@ func newStateCollector(node *Node) *stateCollector {
 		raftState: prometheus.NewDesc("gpreduce_raft_state",
 			"Raft state of this coordinator: 1 for the current state (leader, follower, candidate, shutdown).",
 			[]string{"state"}, nil),
+		applied: prometheus.NewDesc("gpreduce_raft_applied_index",
+			"Index of the last raft command applied to this coordinator's state.", nil, nil),
+		blobs: prometheus.NewDesc("gpreduce_stored_blobs",
+			"Models and checkpoints in this coordinator's blob store.", nil, nil),
+		blobBytes: prometheus.NewDesc("gpreduce_stored_blob_bytes",
+			"Bytes of the models and checkpoints in this coordinator's blob store.", nil, nil),
 	}
 }
 
@@ -124,6 +135,9 @@ func newStateCollector(node *Node) *stateCollector {
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.jobs
 	ch <- c.raftState
+	ch <- c.applied
+	ch <- c.blobs
+	ch <- c.blobBytes
 }
 
 // Collect implements prometheus.Collector.
@@ -132,6 +146,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range []JobState{JobPending, JobRunning, JobSucceeded, JobFailed, JobCanceled} {
 		ch <- prometheus.MustNewConstMetric(c.jobs, prometheus.GaugeValue, float64(counts[s]), s.String())
 	}
+	ch <- prometheus.MustNewConstMetric(c.applied, prometheus.GaugeValue, float64(c.node.AppliedIndex()))
+	n, size := c.node.fsm.blobUsage()
+	ch <- prometheus.MustNewConstMetric(c.blobs, prometheus.GaugeValue, float64(n))
+	ch <- prometheus.MustNewConstMetric(c.blobBytes, prometheus.GaugeValue, float64(size))
 	cur := c.node.raft.State()
 	for _, s := range []raft.RaftState{raft.Leader, raft.Follower, raft.Candidate, raft.Shutdown} {
 		v := 0.0

@@ -19,20 +19,34 @@ import (
 )
 
 // Defaults for the zero fields of Config.
+//
+// The raft log is kept small: models and checkpoints travel through it in chunks of
+// ModelChunkBytes but are stored outside it (in the blob store, by content hash), so a
+// snapshot compacts them away. A snapshot is taken after SnapshotThreshold entries or
+// SnapshotBytes bytes of commands, whichever comes first, and keeps TrailingLogs entries, so
+// the log holds at most about SnapshotBytes + TrailingLogs*ModelChunkBytes bytes (12 MiB
+// with the defaults; snapshots are cheap, as they hold no model bytes). bbolt never shrinks raft.db, so this bound is also its file size. The
+// data directory then holds raft.db, the blob store (the models of the jobs kept and the
+// checkpoints of the running ones) and the snapshots (job records, events and blob hashes):
+// about 12 MiB plus the live blob bytes, which retention bounds.
 const (
 	DefaultApplyTimeout       = 10 * time.Second
 	DefaultMaxCheckpointBytes = 64 << 20
-	DefaultModelChunkBytes    = 1 << 20
+	DefaultMaxModelBytes      = 512 << 20
+	DefaultModelChunkBytes    = 128 << 10
 	DefaultSnapshotThreshold  = 1024
-	DefaultTrailingLogs       = 1024
+	DefaultSnapshotBytes      = 4 << 20
+	DefaultTrailingLogs       = 64
 	DefaultTransportTimeout   = 10 * time.Second
 )
 
 const (
 	snapshotsRetained = 2
 	raftDBFile        = "raft.db"
+	blobDir           = "blobs"
 	modelPipeline     = 16 // model chunks in flight at once
 	boltOpenTimeout   = 5 * time.Second
+	snapshotCheck     = 250 * time.Millisecond // how often the byte-triggered snapshot is considered
 )
 
 var (
@@ -86,21 +100,32 @@ type Config struct {
 	Bootstrap bool
 	// Logger receives the node's and raft's logs.
 	Logger zerolog.Logger
+	// FetchBlob gets a model or checkpoint this node lacks from another member (the Server
+	// asks them over gRPC). Snapshots carry blob hashes, not bytes, so a node that installs
+	// one from the leader needs it; without it such a node cannot serve those blobs.
+	FetchBlob BlobFetcher
 
 	// ApplyTimeout bounds how long a proposal waits to be accepted by raft (default 10 s);
 	// the context bounds the whole call.
 	ApplyTimeout time.Duration
 	// MaxCheckpointBytes is the largest checkpoint SaveCheckpoint accepts (default 64 MiB).
 	MaxCheckpointBytes int64
-	// ModelChunkBytes is the size of the chunks PutModel writes a model in (default 1 MiB).
+	// MaxModelBytes is the largest model PutModel accepts (default 512 MiB).
+	MaxModelBytes int64
+	// ModelChunkBytes is the size of the chunks PutModel and SaveCheckpoint write models and
+	// checkpoints in (default 128 KiB); it bounds the size of a log entry.
 	ModelChunkBytes int
 
 	// SnapshotThreshold is the number of log entries since the last snapshot that triggers
-	// a snapshot (default 1024; entries can be large).
+	// a snapshot (default 1024).
 	SnapshotThreshold uint64
+	// SnapshotBytes is the number of command bytes applied since the last snapshot that
+	// triggers one (default 4 MiB), checked every 250 ms.
+	SnapshotBytes int64
 	// SnapshotInterval is how often raft checks whether to snapshot (raft's default 120 s).
 	SnapshotInterval time.Duration
-	// TrailingLogs is the number of log entries kept after a snapshot (default 1024).
+	// TrailingLogs is the number of log entries kept after a snapshot (default 64), so a
+	// follower that lags by fewer catches up from the log rather than a snapshot.
 	TrailingLogs uint64
 
 	// HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout and CommitTimeout tune raft;
@@ -130,13 +155,15 @@ func (c *Config) raftConfig() (*raft.Config, error) {
 		return nil, fmt.Errorf("config: RaftAddr is required: %w", ErrInvalidArgument)
 	case c.DataDir == "":
 		return nil, fmt.Errorf("config: DataDir is required: %w", ErrInvalidArgument)
-	case c.MaxCheckpointBytes < 0 || c.ModelChunkBytes < 0:
+	case c.MaxCheckpointBytes < 0 || c.MaxModelBytes < 0 || c.ModelChunkBytes < 0 || c.SnapshotBytes < 0:
 		return nil, fmt.Errorf("config: negative size limit: %w", ErrInvalidArgument)
 	}
 	setDefault(&c.ApplyTimeout, DefaultApplyTimeout)
 	setDefault(&c.MaxCheckpointBytes, DefaultMaxCheckpointBytes)
+	setDefault(&c.MaxModelBytes, DefaultMaxModelBytes)
 	setDefault(&c.ModelChunkBytes, DefaultModelChunkBytes)
 	setDefault(&c.SnapshotThreshold, DefaultSnapshotThreshold)
+	setDefault(&c.SnapshotBytes, DefaultSnapshotBytes)
 	setDefault(&c.TrailingLogs, DefaultTrailingLogs)
 	setDefault(&c.TransportTimeout, DefaultTransportTimeout)
 
@@ -186,6 +213,8 @@ type Node struct {
 	closed   bool
 	stopCh   chan struct{}
 	watchEnd chan struct{}
+	snapEnd  chan struct{}
+	blobsEnd chan struct{}
 
 	closeOnce sync.Once
 	closeErr  error
@@ -263,7 +292,10 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 	}
 
-	f := newFSM(logger.With().Str("component", "fsm").Logger())
+	f, err := newFSM(logger.With().Str("component", "fsm").Logger(), filepath.Join(cfg.DataDir, blobDir), cfg.FetchBlob)
+	if err != nil {
+		return nil, fmt.Errorf("open node %s: %w", cfg.ID, err)
+	}
 	r, err := raft.NewRaft(rc, f, store, store, snaps, trans)
 	if err != nil {
 		return nil, fmt.Errorf("open node %s: start raft: %w", cfg.ID, err)
@@ -292,8 +324,12 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		existing: existing,
 		stopCh:   make(chan struct{}),
 		watchEnd: make(chan struct{}),
+		snapEnd:  make(chan struct{}),
+		blobsEnd: make(chan struct{}),
 	}
 	go n.watchLeadership()
+	go n.snapshotBySize()
+	go n.keepBlobs()
 	logger.Info().Str("addr", string(trans.LocalAddr())).Bool("existing_state", existing).Msg("raft node open")
 	return n, nil
 }
@@ -512,6 +548,88 @@ func (n *Node) Barrier(ctx context.Context) error {
 	return nil
 }
 
+// snapshotBySize takes a snapshot whenever Config.SnapshotBytes of commands were applied
+// since the last one: raft's own trigger counts entries, and entries (model and checkpoint
+// chunks) can be large.
+func (n *Node) snapshotBySize() {
+	defer close(n.snapEnd)
+	t := time.NewTicker(snapshotCheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stopCh:
+			return
+		case <-t.C:
+		}
+		if n.fsm.sinceSnap.Load() < n.cfg.SnapshotBytes {
+			continue
+		}
+		err := n.raft.Snapshot().Error()
+		switch {
+		case err == nil:
+			n.log.Debug().Msg("snapshot taken: the log grew past the byte threshold")
+		case errors.Is(err, raft.ErrNothingNewToSnapshot), errors.Is(err, raft.ErrRaftShutdown):
+		default:
+			n.log.Warn().Err(err).Msg("size-triggered snapshot failed; will retry")
+		}
+	}
+}
+
+// blobRepairEvery is how often a node looks for blobs it lacks or no longer needs.
+const blobRepairEvery = time.Second
+
+// keepBlobs fetches the blobs the state references that this node lacks and deletes the
+// ones nothing references, every blobRepairEvery, until the node closes.
+func (n *Node) keepBlobs() {
+	defer close(n.blobsEnd)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-n.stopCh:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	t := time.NewTicker(blobRepairEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stopCh:
+			return
+		case <-t.C:
+		}
+		if missing := n.fsm.repairBlobs(ctx); missing > 0 && ctx.Err() == nil {
+			n.log.Debug().Int("missing", missing).Msg("blobs still missing on this member; will retry")
+		}
+	}
+}
+
+// Blob returns the model or checkpoint with sha256 hash from this node's store, without
+// fetching it elsewhere (ErrNoModel if it is not here).
+func (n *Node) Blob(hash string) ([]byte, error) { return n.fsm.localBlob(hash) }
+
+// ReadIndex returns an index such that a member whose state has applied it (see
+// WaitApplied) reflects every command committed before the call: a barrier commits through
+// a quorum (so this node still leads) and applies everything before it. Leader only.
+func (n *Node) ReadIndex(ctx context.Context) (uint64, error) {
+	if err := n.Barrier(ctx); err != nil {
+		return 0, fmt.Errorf("read index: %w", err)
+	}
+	return n.fsm.appliedIndex(), nil
+}
+
+// WaitApplied waits until this node's state has applied index (from ReadIndex), or ctx ends.
+func (n *Node) WaitApplied(ctx context.Context, index uint64) error {
+	if err := n.fsm.waitApplied(ctx, index); err != nil {
+		return fmt.Errorf("node %s catching up: %w", n.cfg.ID, err)
+	}
+	return nil
+}
+
+// AppliedIndex returns the index of the last command applied to this node's state.
+func (n *Node) AppliedIndex() uint64 { return n.fsm.appliedIndex() }
+
 // Snapshot takes a raft snapshot now and compacts the log down to Config.TrailingLogs
 // entries. It is not an error if there is nothing to snapshot yet.
 func (n *Node) Snapshot(ctx context.Context) error {
@@ -541,6 +659,8 @@ func (n *Node) close(graceful bool) error {
 		}
 		close(n.stopCh)
 		<-n.watchEnd
+		<-n.snapEnd
+		<-n.blobsEnd
 		n.mu.Lock()
 		n.closed = true
 		for _, ch := range n.subs {

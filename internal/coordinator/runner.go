@@ -15,7 +15,6 @@ import (
 	"github.com/gpreduce/gpreduce/internal/model"
 	"github.com/gpreduce/gpreduce/internal/shard"
 	"github.com/gpreduce/gpreduce/internal/train"
-	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
 
 // DefaultCheckpointInterval is the least time between two optimizer checkpoints of a job.
@@ -36,7 +35,7 @@ var errJobCanceled = errors.New("job canceled")
 type runner struct {
 	node        *Node
 	pool        *registry
-	events      *eventLog
+	events      *eventBatcher
 	dial        remote.Dialer
 	metrics     *metrics
 	log         zerolog.Logger
@@ -46,8 +45,8 @@ type runner struct {
 	// (remote.Config); zero values select its defaults.
 	stragglerFactor float64
 	stragglerFloor  time.Duration
-	data        shard.Reader  // reads and bounds the jobs' data sources (see planData)
-	planTimeout time.Duration // bound of planning a job's data (default DefaultPlanTimeout)
+	data            shard.Reader  // reads and bounds the jobs' data sources (see planData)
+	planTimeout     time.Duration // bound of planning a job's data (default DefaultPlanTimeout)
 
 	mu   sync.Mutex
 	term *term // nil while not leading
@@ -250,11 +249,18 @@ func (r *runner) fail(ctx context.Context, log zerolog.Logger, id string, err er
 		return
 	}
 	log.Warn().Str("error", msg).Msg("job failed")
+	r.flushEvents(ctx, log)
 	if serr := r.node.SetState(ctx, id, JobFailed, msg, time.Time{}); serr != nil {
 		log.Error().Err(serr).Msg("could not mark the job failed")
-		return
 	}
-	r.publishState(id, pb.JobState_JOB_STATE_FAILED, msg)
+}
+
+// flushEvents records the queued progress events before a state change, so they come
+// before it; failing that only loses events.
+func (r *runner) flushEvents(ctx context.Context, log zerolog.Logger) {
+	if err := r.events.flush(ctx); err != nil {
+		log.Debug().Err(err).Msg("job events not recorded")
+	}
 }
 
 // execute runs job j: marks it running, plans its shards, trains on the workers (resuming
@@ -270,10 +276,9 @@ func (r *runner) execute(ctx context.Context, log zerolog.Logger, j Job) error {
 	}
 	start := time.Now()
 	if j.State == JobPending {
-		if err := r.node.SetState(ctx, j.ID, JobRunning, "", time.Time{}); err != nil {
+		if err := r.node.SetStateMessage(ctx, j.ID, JobRunning, "", "started by "+r.node.ID(), time.Time{}); err != nil {
 			return err
 		}
-		r.publishState(j.ID, pb.JobState_JOB_STATE_RUNNING, "started")
 		log.Info().Str("method", plan.Spec.Method).Str("data", plan.Source.URI).Msg("job started")
 	} else {
 		start = j.CreatedAt
@@ -281,7 +286,7 @@ func (r *runner) execute(ctx context.Context, log zerolog.Logger, j Job) error {
 		if len(j.Checkpoint) == 0 {
 			msg = fmt.Sprintf("restarted by %s (no checkpoint)", r.node.ID())
 		}
-		r.publishState(j.ID, pb.JobState_JOB_STATE_RUNNING, msg)
+		r.publish(eventRec{JobID: j.ID, State: JobRunning, Phase: "state", Iteration: int32(j.Iteration), Objective: j.Objective, Message: msg})
 		log.Info().Int("iteration", j.Iteration).Int("checkpoint_bytes", len(j.Checkpoint)).Msg("job resumed")
 	}
 
@@ -323,10 +328,10 @@ func (r *runner) execute(ctx context.Context, log zerolog.Logger, j Job) error {
 	if err := r.node.PutModel(ctx, j.ID, b, metricsJSON, time.Time{}); err != nil {
 		return err
 	}
-	if err := r.node.SetState(ctx, j.ID, JobSucceeded, "", time.Time{}); err != nil {
+	r.flushEvents(ctx, log)
+	if err := r.node.SetStateMessage(ctx, j.ID, JobSucceeded, "", fmt.Sprintf("model stored (%d bytes)", len(b)), time.Time{}); err != nil {
 		return err
 	}
-	r.publishState(j.ID, pb.JobState_JOB_STATE_SUCCEEDED, fmt.Sprintf("model stored (%d bytes)", len(b)))
 	log.Info().Int("model_bytes", len(b)).Int("iterations", m.Iterations).Float64("log_likelihood", m.LogLik).Msg("job succeeded")
 	return nil
 }
@@ -363,10 +368,8 @@ func modelMetrics(m *model.Model, took time.Duration) ([]byte, error) {
 func (r *runner) observer(id string, log zerolog.Logger) train.Observer {
 	return func(ev train.Event) {
 		log.Debug().Str("phase", ev.Phase).Int("iteration", ev.Iteration).Float64("objective", ev.Objective).Msg(ev.Message)
-		r.events.publish(&pb.JobEvent{
-			JobId: id, State: pb.JobState_JOB_STATE_RUNNING, Phase: ev.Phase, Iteration: int32(ev.Iteration),
-			MaxIter: int32(ev.MaxIter), Objective: ev.Objective, Message: ev.Message, UnixNano: time.Now().UnixNano(),
-		})
+		r.publish(eventRec{JobID: id, State: JobRunning, Phase: ev.Phase, Iteration: int32(ev.Iteration),
+			MaxIter: int32(ev.MaxIter), Objective: ev.Objective, Message: ev.Message})
 	}
 }
 
@@ -384,12 +387,13 @@ func (r *runner) onStraggler(ev remote.Straggler) {
 	} else {
 		msg = fmt.Sprintf("round %d shard %d: slow worker %s finished first after all", ev.Round, ev.Shard, ev.Slow.ID)
 	}
-	r.events.publish(&pb.JobEvent{JobId: ev.JobID, State: pb.JobState_JOB_STATE_RUNNING, Phase: "straggler", Message: msg,
-		UnixNano: time.Now().UnixNano()})
+	r.publish(eventRec{JobID: ev.JobID, State: JobRunning, Phase: "straggler", Message: msg})
 }
 
-func (r *runner) publishState(id string, st pb.JobState, msg string) {
-	r.events.publish(&pb.JobEvent{JobId: id, State: st, Phase: "state", Message: msg, UnixNano: time.Now().UnixNano()})
+// publish queues a progress event, stamped now, for replication.
+func (r *runner) publish(ev eventRec) {
+	ev.UnixNano = time.Now().UnixNano()
+	r.events.add(ev)
 }
 
 // checkpointer is a run's train.Hooks.Save: it saves the first checkpoint after each phase

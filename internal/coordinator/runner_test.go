@@ -36,7 +36,7 @@ func TestFSMMembers(t *testing.T) {
 	if err := snap.Persist(sink); err != nil {
 		t.Fatal(err)
 	}
-	r := newFSM(zerolog.Nop())
+	r := mustFSM(t)
 	if err := r.Restore(io.NopCloser(bytes.NewReader(sink.buf))); err != nil {
 		t.Fatal(err)
 	}

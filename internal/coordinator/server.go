@@ -83,6 +83,12 @@ type ServerConfig struct {
 	// remote.DefaultStragglerFloor; a negative factor turns backups off).
 	StragglerFactor float64
 	StragglerFloor  time.Duration
+	// RetainJobs, if positive, keeps only the newest RetainJobs finished jobs: the leader
+	// deletes older ones with their models, checkpoints and events from every member.
+	RetainJobs int
+	// RetainFor, if positive, deletes finished jobs (as RetainJobs does) once they finished
+	// more than RetainFor ago.
+	RetainFor time.Duration
 	// Logger receives the server's, the runner's and raft's logs.
 	Logger zerolog.Logger
 	// Raft tunes the raft node (timeouts, snapshots, size limits); see Config.
@@ -104,9 +110,11 @@ type RaftTuning struct {
 	TransportTimeout   time.Duration
 	ApplyTimeout       time.Duration
 	SnapshotThreshold  uint64
+	SnapshotBytes      int64
 	SnapshotInterval   time.Duration
 	TrailingLogs       uint64
 	MaxCheckpointBytes int64
+	MaxModelBytes      int64
 	ModelChunkBytes    int
 }
 
@@ -119,8 +127,9 @@ func (c *ServerConfig) nodeConfig() Config {
 	return Config{
 		ID: c.ID, RaftAddr: c.RaftAddr, AdvertiseAddr: c.RaftAdvertiseAddr, DataDir: c.DataDir,
 		Bootstrap: c.Bootstrap, Logger: c.Logger, Security: sec,
-		ApplyTimeout: r.ApplyTimeout, MaxCheckpointBytes: r.MaxCheckpointBytes, ModelChunkBytes: r.ModelChunkBytes,
-		SnapshotThreshold: r.SnapshotThreshold, SnapshotInterval: r.SnapshotInterval, TrailingLogs: r.TrailingLogs,
+		ApplyTimeout: r.ApplyTimeout, MaxCheckpointBytes: r.MaxCheckpointBytes, MaxModelBytes: r.MaxModelBytes,
+		ModelChunkBytes: r.ModelChunkBytes, SnapshotThreshold: r.SnapshotThreshold, SnapshotBytes: r.SnapshotBytes,
+		SnapshotInterval: r.SnapshotInterval, TrailingLogs: r.TrailingLogs,
 		HeartbeatTimeout: r.HeartbeatTimeout, ElectionTimeout: r.ElectionTimeout,
 		LeaderLeaseTimeout: r.LeaderLeaseTimeout, CommitTimeout: r.CommitTimeout, TransportTimeout: r.TransportTimeout,
 	}
@@ -135,7 +144,7 @@ type Server struct {
 	log       zerolog.Logger
 	node      *Node
 	pool      *registry
-	events    *eventLog
+	events    *eventBatcher
 	runner    *runner
 	metrics   *metrics
 	models    modelCache
@@ -176,6 +185,8 @@ func OpenServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("open server %s: API listener: %w", cfg.ID, err)
 	}
+	peers := &blobPeers{}
+	nodeCfg.FetchBlob = peers.fetch
 	node, err := Open(ctx, nodeCfg)
 	if err != nil {
 		_ = lis.Close()
@@ -183,7 +194,6 @@ func OpenServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 	}
 	s := &Server{
 		cfg: cfg, log: log, node: node, lis: lis,
-		events:   newEventLog(),
 		workers:  newConnCache(cfg.JoinToken, cfg.ClientTLS),
 		peers:    newConnCache(cfg.Token, cfg.ClientTLS),
 		serveErr: make(chan error, 1),
@@ -191,9 +201,14 @@ func OpenServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
 	s.done = s.bgCtx.Done()
 	s.advertise = advertiseAPI(cfg.APIAdvertiseAddr, lis.Addr().String(), node.Addr())
+	peers.s.Store(s)
+	s.events = newEventBatcher(node, log.With().Str("component", "events").Logger())
 	s.pool = newRegistry(cfg.HeartbeatTimeout, log.With().Str("component", "registry").Logger())
 	s.pool.onDrop = s.workers.forget
 	s.metrics = newMetrics(node, s.pool)
+	if err := exportRaftMetrics(s.metrics.reg); err != nil {
+		log.Warn().Err(err).Msg("raft metrics are not exported")
+	}
 	ckInterval := cfg.CheckpointInterval
 	if ckInterval <= 0 {
 		ckInterval = DefaultCheckpointInterval
@@ -208,8 +223,8 @@ func OpenServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(maxMessageBytes), grpc.MaxSendMsgSize(maxMessageBytes),
-		grpc.ChainUnaryInterceptor(auth.UnaryServerInterceptor(policy(cfg.Token, cfg.JoinToken), log)),
-		grpc.ChainStreamInterceptor(auth.StreamServerInterceptor(policy(cfg.Token, cfg.JoinToken), log)),
+		grpc.ChainUnaryInterceptor(s.metrics.grpc.unary, auth.UnaryServerInterceptor(policy(cfg.Token, cfg.JoinToken), log)),
+		grpc.ChainStreamInterceptor(s.metrics.grpc.stream, auth.StreamServerInterceptor(policy(cfg.Token, cfg.JoinToken), log)),
 	}
 	if cfg.ServerTLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.ServerTLS)))
@@ -323,6 +338,8 @@ func (s *Server) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { s.runner.run(ctx) })
 	wg.Go(func() { s.pool.runSweeper(ctx) })
+	wg.Go(func() { s.events.run(ctx) })
+	wg.Go(func() { s.runRetention(ctx) })
 	if mlis != nil {
 		wg.Go(func() {
 			if err := s.metrics.serve(ctx, mlis); err != nil {

@@ -2,8 +2,6 @@ package coordinator
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -32,6 +30,10 @@ var (
 	ErrModelUpload = errors.New("model upload rejected")
 	// ErrInvalidArgument means a proposal was malformed (empty job ID, empty model, ...).
 	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrModelTooLarge means a model exceeds Config.MaxModelBytes.
+	ErrModelTooLarge = errors.New("model too large")
+	// ErrJobActive means a pending or running job was asked to be deleted.
+	ErrJobActive = errors.New("job is still pending or running")
 )
 
 // JobState is the life-cycle state of a job. A job starts Pending, runs, and ends in exactly
@@ -102,8 +104,15 @@ type Job struct {
 	Iteration int
 	// Objective is the objective value at the last checkpoint.
 	Objective float64
-	// Checkpoint is the last checkpoint (opaque, at most Config.MaxCheckpointBytes).
+	// Checkpoint is the last checkpoint (opaque, at most Config.MaxCheckpointBytes). Only
+	// the reads that resume a job (Node.Job, Node.JobsInState) fill it; the replicated state
+	// keeps the bytes in the blob store, under CheckpointHash. A job holds at most one
+	// checkpoint, replaced by each later one and dropped when the job finishes.
 	Checkpoint []byte
+	// CheckpointHash is the hex sha256 of the checkpoint, "" if there is none.
+	CheckpointHash string
+	// CheckpointSize is the size in bytes of the checkpoint.
+	CheckpointSize int64
 	// Metrics are the finished model's metrics (opaque JSON), set with the model.
 	Metrics []byte
 	// ModelSize is the size in bytes of the committed model, 0 if there is none.
@@ -120,32 +129,81 @@ func (j Job) clone() Job {
 	return j
 }
 
-// jobEntry is a job with its stored model and any model upload in progress. Byte slices held
+// jobEntry is a job with its upload in progress and its recent events. Byte slices held
 // here are never modified in place, only replaced, so a snapshot can share them.
 type jobEntry struct {
 	job    Job
-	model  [][]byte // committed model chunks, nil if none
-	upload *upload  // model upload in progress, nil if none
+	upload *upload // model or checkpoint upload in progress, nil if none
+	events eventRing
 }
 
-// upload is a model being written chunk by chunk. Its id is the raft index of its first chunk.
+// upload is a model or checkpoint being written chunk by chunk. Its id is the raft index of
+// its first chunk.
 type upload struct {
 	id     uint64
 	chunks [][]byte
 	size   int64
 }
 
+// bytes returns the upload's chunks joined.
+func (u *upload) bytes() []byte {
+	out := make([]byte, 0, u.size)
+	for _, c := range u.chunks {
+		out = append(out, c...)
+	}
+	return out
+}
+
 // state is the replicated state: all jobs by ID, and the API address of each coordinator
 // by raft server ID (so that a follower can name the leader's API to redirect to). Its methods are the deterministic effects of
 // the commands; they depend only on the state and the command, never on the clock or the
 // local configuration. The FSM serializes access.
+//
+// Models and checkpoints live in blobs, counted by refs (the same bytes can belong to two
+// jobs: the same job submitted twice trains the same model); the blobs callbacks write a
+// blob when its first reference appears and drop it when its last one goes.
 type state struct {
 	jobs    map[string]*jobEntry
 	members map[string]string
+	refs    map[string]int
+	blobs   blobHooks
 }
 
-func newState() *state {
-	return &state{jobs: make(map[string]*jobEntry), members: make(map[string]string)}
+// blobHooks are the side effects of the state on the blob store.
+type blobHooks interface {
+	// write stores data under hash.
+	write(hash string, data []byte)
+	// drop deletes blob hash (now unreferenced).
+	drop(hash string)
+}
+
+func newState(blobs blobHooks) *state {
+	return &state{jobs: make(map[string]*jobEntry), members: make(map[string]string), refs: make(map[string]int), blobs: blobs}
+}
+
+// ref records a reference to blob hash with bytes data, writing the blob if it is new.
+func (s *state) ref(hash string, data []byte) {
+	if s.refs[hash] == 0 {
+		s.blobs.write(hash, data)
+	}
+	s.refs[hash]++
+}
+
+// unref drops a reference to blob hash ("" is no blob), deleting the blob with the last one.
+func (s *state) unref(hash string) {
+	if hash == "" {
+		return
+	}
+	if s.refs[hash]--; s.refs[hash] <= 0 {
+		delete(s.refs, hash)
+		s.blobs.drop(hash)
+	}
+}
+
+// dropCheckpoint forgets the job's checkpoint.
+func (s *state) dropCheckpoint(e *jobEntry) {
+	s.unref(e.job.CheckpointHash)
+	e.job.CheckpointHash, e.job.CheckpointSize = "", 0
 }
 
 func (s *state) get(id string) (*jobEntry, error) {
@@ -170,6 +228,7 @@ func (s *state) submit(c submitCmd) error {
 		CreatedAt: c.Time,
 		UpdatedAt: c.Time,
 	}}
+	s.jobs[c.ID].events.add(eventRec{JobID: c.ID, State: JobPending, Phase: "state", Message: "submitted", UnixNano: c.Time.UnixNano()})
 	return nil
 }
 
@@ -182,7 +241,7 @@ func (s *state) setState(c setStateCmd) error {
 	if !from.canMove(c.State) {
 		return fmt.Errorf("job %q: %s -> %s: %w", c.ID, from, c.State, ErrInvalidTransition)
 	}
-	if c.State == JobSucceeded && e.model == nil {
+	if c.State == JobSucceeded && e.job.ModelHash == "" {
 		return fmt.Errorf("job %q: %s -> %s: put the model first: %w", c.ID, from, c.State, ErrNoModel)
 	}
 	e.job.State = c.State
@@ -190,7 +249,14 @@ func (s *state) setState(c setStateCmd) error {
 	e.job.UpdatedAt = c.Time
 	if c.State.Finished() {
 		e.upload = nil
+		s.dropCheckpoint(e)
 	}
+	msg := c.Message
+	if msg == "" {
+		msg = c.Error
+	}
+	e.events.add(eventRec{JobID: c.ID, State: c.State, Phase: "state", Iteration: int32(e.job.Iteration),
+		Objective: e.job.Objective, Message: msg, UnixNano: c.Time.UnixNano()})
 	return nil
 }
 
@@ -202,14 +268,40 @@ func (s *state) checkpoint(c checkpointCmd) error {
 	if e.job.State != JobRunning {
 		return fmt.Errorf("checkpoint job %q (%s): %w", c.ID, e.job.State, ErrJobNotRunning)
 	}
+	data := c.Checkpoint
+	if c.Upload != 0 {
+		// The bytes came as chunks: check them like a model's.
+		u := e.upload
+		if u == nil || u.id != c.Upload {
+			return fmt.Errorf("checkpoint of job %q: upload %d is not in progress: %w", c.ID, c.Upload, ErrModelUpload)
+		}
+		e.upload = nil
+		if len(u.chunks) != c.Chunks || u.size != c.Size {
+			return fmt.Errorf("checkpoint of job %q: have %d chunks, %d bytes, want %d chunks, %d bytes: %w",
+				c.ID, len(u.chunks), u.size, c.Chunks, c.Size, ErrModelUpload)
+		}
+		data = u.bytes()
+		if sum := blobHash(data); sum != c.SHA256 {
+			return fmt.Errorf("checkpoint of job %q: sha256 %s, want %s: %w", c.ID, sum, c.SHA256, ErrModelUpload)
+		}
+	}
+	// One live checkpoint per job: the new one replaces the old (referenced first, so equal
+	// bytes are not deleted and written again).
+	old := e.job.CheckpointHash
+	e.job.CheckpointHash, e.job.CheckpointSize = "", 0
+	if len(data) > 0 {
+		hash := blobHash(data)
+		s.ref(hash, data)
+		e.job.CheckpointHash, e.job.CheckpointSize = hash, int64(len(data))
+	}
+	s.unref(old)
 	e.job.Iteration = c.Iteration
 	e.job.Objective = c.Objective
-	e.job.Checkpoint = c.Checkpoint
 	e.job.UpdatedAt = c.Time
 	return nil
 }
 
-// modelChunk appends a chunk to the job's model upload. Chunk 0 starts a new upload (dropping
+// modelChunk appends a chunk to the job's upload (of a model or a checkpoint). Chunk 0 starts a new upload (dropping
 // any unfinished one) whose ID is index, the chunk's raft log index; it returns the upload ID.
 func (s *state) modelChunk(index uint64, c modelChunkCmd) (uint64, error) {
 	e, err := s.get(c.ID)
@@ -255,14 +347,12 @@ func (s *state) modelCommit(c modelCommitCmd) error {
 		return fmt.Errorf("model commit for job %q: have %d chunks, %d bytes, want %d chunks, %d bytes: %w",
 			c.ID, len(u.chunks), u.size, c.Chunks, c.Size, ErrModelUpload)
 	}
-	h := sha256.New()
-	for _, ch := range u.chunks {
-		h.Write(ch)
-	}
-	if sum := hex.EncodeToString(h.Sum(nil)); sum != c.SHA256 {
+	data := u.bytes()
+	if sum := blobHash(data); sum != c.SHA256 {
 		return fmt.Errorf("model commit for job %q: sha256 %s, want %s: %w", c.ID, sum, c.SHA256, ErrModelUpload)
 	}
-	e.model = u.chunks
+	s.ref(c.SHA256, data)
+	s.unref(e.job.ModelHash)
 	e.job.ModelSize = u.size
 	e.job.ModelHash = c.SHA256
 	e.job.Metrics = c.Metrics
@@ -281,6 +371,47 @@ func (s *state) cancel(c cancelCmd) error {
 	e.job.State = JobCanceled
 	e.job.UpdatedAt = c.Time
 	e.upload = nil
+	s.dropCheckpoint(e)
+	e.events.add(eventRec{JobID: c.ID, State: JobCanceled, Phase: "state", Iteration: int32(e.job.Iteration),
+		Objective: e.job.Objective, Message: "canceled", UnixNano: c.Time.UnixNano()})
+	return nil
+}
+
+// deleteJobs removes finished jobs with their models, checkpoints and events. With
+// c.Retention, jobs that are gone or not finished are skipped (the leader chose them from a
+// state that may have moved on); otherwise they are errors and nothing is deleted.
+func (s *state) deleteJobs(c deleteCmd) error {
+	if !c.Retention {
+		for _, id := range c.IDs {
+			e, err := s.get(id)
+			if err != nil {
+				return fmt.Errorf("delete: %w", err)
+			}
+			if !e.job.State.Finished() {
+				return fmt.Errorf("delete job %q (%s): cancel it first: %w", id, e.job.State, ErrJobActive)
+			}
+		}
+	}
+	for _, id := range c.IDs {
+		e, ok := s.jobs[id]
+		if !ok || !e.job.State.Finished() {
+			continue
+		}
+		s.unref(e.job.ModelHash)
+		s.dropCheckpoint(e)
+		delete(s.jobs, id)
+	}
+	return nil
+}
+
+// appendEvents adds progress events to their jobs' rings; events of unknown or finished
+// jobs are dropped (they arrive after the job's end, from a run that was stopping).
+func (s *state) appendEvents(c eventsCmd) error {
+	for _, ev := range c.Events {
+		if e, ok := s.jobs[ev.JobID]; ok && !e.job.State.Finished() {
+			e.events.add(ev)
+		}
+	}
 	return nil
 }
 

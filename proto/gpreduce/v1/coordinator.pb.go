@@ -800,6 +800,210 @@ func (x *CancelJobRequest) GetId() string {
 	return ""
 }
 
+type DeleteJobRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ids           []string               `protobuf:"bytes,1,rep,name=ids,proto3" json:"ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteJobRequest) Reset() {
+	*x = DeleteJobRequest{}
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteJobRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteJobRequest) ProtoMessage() {}
+
+func (x *DeleteJobRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteJobRequest.ProtoReflect.Descriptor instead.
+func (*DeleteJobRequest) Descriptor() ([]byte, []int) {
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *DeleteJobRequest) GetIds() []string {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+type DeleteJobResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteJobResponse) Reset() {
+	*x = DeleteJobResponse{}
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteJobResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteJobResponse) ProtoMessage() {}
+
+func (x *DeleteJobResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteJobResponse.ProtoReflect.Descriptor instead.
+func (*DeleteJobResponse) Descriptor() ([]byte, []int) {
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{9}
+}
+
+type GetBlobRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sha256        string                 `protobuf:"bytes,1,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetBlobRequest) Reset() {
+	*x = GetBlobRequest{}
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetBlobRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetBlobRequest) ProtoMessage() {}
+
+func (x *GetBlobRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetBlobRequest.ProtoReflect.Descriptor instead.
+func (*GetBlobRequest) Descriptor() ([]byte, []int) {
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *GetBlobRequest) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+type ReadIndexRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadIndexRequest) Reset() {
+	*x = ReadIndexRequest{}
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadIndexRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadIndexRequest) ProtoMessage() {}
+
+func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadIndexRequest.ProtoReflect.Descriptor instead.
+func (*ReadIndexRequest) Descriptor() ([]byte, []int) {
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{11}
+}
+
+type ReadIndexResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Index         uint64                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadIndexResponse) Reset() {
+	*x = ReadIndexResponse{}
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadIndexResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadIndexResponse) ProtoMessage() {}
+
+func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadIndexResponse.ProtoReflect.Descriptor instead.
+func (*ReadIndexResponse) Descriptor() ([]byte, []int) {
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ReadIndexResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
 type WatchJobRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -809,7 +1013,7 @@ type WatchJobRequest struct {
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[8]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -821,7 +1025,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[8]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -834,7 +1038,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{8}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *WatchJobRequest) GetId() string {
@@ -860,7 +1064,7 @@ type JobEvent struct {
 
 func (x *JobEvent) Reset() {
 	*x = JobEvent{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[9]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -872,7 +1076,7 @@ func (x *JobEvent) String() string {
 func (*JobEvent) ProtoMessage() {}
 
 func (x *JobEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[9]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -885,7 +1089,7 @@ func (x *JobEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobEvent.ProtoReflect.Descriptor instead.
 func (*JobEvent) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{9}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *JobEvent) GetJobId() string {
@@ -956,7 +1160,7 @@ type PredictRequest struct {
 
 func (x *PredictRequest) Reset() {
 	*x = PredictRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[10]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -968,7 +1172,7 @@ func (x *PredictRequest) String() string {
 func (*PredictRequest) ProtoMessage() {}
 
 func (x *PredictRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[10]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -981,7 +1185,7 @@ func (x *PredictRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PredictRequest.ProtoReflect.Descriptor instead.
 func (*PredictRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{10}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PredictRequest) GetJobId() string {
@@ -1016,7 +1220,7 @@ type PredictResponse struct {
 
 func (x *PredictResponse) Reset() {
 	*x = PredictResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[11]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1028,7 +1232,7 @@ func (x *PredictResponse) String() string {
 func (*PredictResponse) ProtoMessage() {}
 
 func (x *PredictResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[11]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1041,7 +1245,7 @@ func (x *PredictResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PredictResponse.ProtoReflect.Descriptor instead.
 func (*PredictResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{11}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PredictResponse) GetMean() []float64 {
@@ -1074,7 +1278,7 @@ type GetModelRequest struct {
 
 func (x *GetModelRequest) Reset() {
 	*x = GetModelRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[12]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1086,7 +1290,7 @@ func (x *GetModelRequest) String() string {
 func (*GetModelRequest) ProtoMessage() {}
 
 func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[12]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1099,7 +1303,7 @@ func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelRequest.ProtoReflect.Descriptor instead.
 func (*GetModelRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{12}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetModelRequest) GetJobId() string {
@@ -1118,7 +1322,7 @@ type ModelChunk struct {
 
 func (x *ModelChunk) Reset() {
 	*x = ModelChunk{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[13]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1130,7 +1334,7 @@ func (x *ModelChunk) String() string {
 func (*ModelChunk) ProtoMessage() {}
 
 func (x *ModelChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[13]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1143,7 +1347,7 @@ func (x *ModelChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelChunk.ProtoReflect.Descriptor instead.
 func (*ModelChunk) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{13}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ModelChunk) GetData() []byte {
@@ -1166,7 +1370,7 @@ type RegisterWorkerRequest struct {
 
 func (x *RegisterWorkerRequest) Reset() {
 	*x = RegisterWorkerRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[14]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1178,7 +1382,7 @@ func (x *RegisterWorkerRequest) String() string {
 func (*RegisterWorkerRequest) ProtoMessage() {}
 
 func (x *RegisterWorkerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[14]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1191,7 +1395,7 @@ func (x *RegisterWorkerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterWorkerRequest.ProtoReflect.Descriptor instead.
 func (*RegisterWorkerRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{14}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RegisterWorkerRequest) GetAddress() string {
@@ -1225,7 +1429,7 @@ type RegisterWorkerResponse struct {
 
 func (x *RegisterWorkerResponse) Reset() {
 	*x = RegisterWorkerResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[15]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1237,7 +1441,7 @@ func (x *RegisterWorkerResponse) String() string {
 func (*RegisterWorkerResponse) ProtoMessage() {}
 
 func (x *RegisterWorkerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[15]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1250,7 +1454,7 @@ func (x *RegisterWorkerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterWorkerResponse.ProtoReflect.Descriptor instead.
 func (*RegisterWorkerResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{15}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RegisterWorkerResponse) GetWorkerId() string {
@@ -1276,7 +1480,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[16]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1288,7 +1492,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[16]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1301,7 +1505,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{16}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *HeartbeatRequest) GetWorkerId() string {
@@ -1319,7 +1523,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[17]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1331,7 +1535,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[17]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1344,7 +1548,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{17}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{22}
 }
 
 type JoinClusterRequest struct {
@@ -1358,7 +1562,7 @@ type JoinClusterRequest struct {
 
 func (x *JoinClusterRequest) Reset() {
 	*x = JoinClusterRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[18]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1370,7 +1574,7 @@ func (x *JoinClusterRequest) String() string {
 func (*JoinClusterRequest) ProtoMessage() {}
 
 func (x *JoinClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[18]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1383,7 +1587,7 @@ func (x *JoinClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinClusterRequest.ProtoReflect.Descriptor instead.
 func (*JoinClusterRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{18}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *JoinClusterRequest) GetId() string {
@@ -1415,7 +1619,7 @@ type JoinClusterResponse struct {
 
 func (x *JoinClusterResponse) Reset() {
 	*x = JoinClusterResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[19]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1427,7 +1631,7 @@ func (x *JoinClusterResponse) String() string {
 func (*JoinClusterResponse) ProtoMessage() {}
 
 func (x *JoinClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[19]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1440,7 +1644,7 @@ func (x *JoinClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinClusterResponse.ProtoReflect.Descriptor instead.
 func (*JoinClusterResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{19}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{24}
 }
 
 type RemoveMemberRequest struct {
@@ -1452,7 +1656,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[20]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1464,7 +1668,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[20]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1477,7 +1681,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{20}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RemoveMemberRequest) GetId() string {
@@ -1495,7 +1699,7 @@ type RemoveMemberResponse struct {
 
 func (x *RemoveMemberResponse) Reset() {
 	*x = RemoveMemberResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[21]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1507,7 +1711,7 @@ func (x *RemoveMemberResponse) String() string {
 func (*RemoveMemberResponse) ProtoMessage() {}
 
 func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[21]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1520,7 +1724,7 @@ func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{21}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{26}
 }
 
 type ListMembersRequest struct {
@@ -1531,7 +1735,7 @@ type ListMembersRequest struct {
 
 func (x *ListMembersRequest) Reset() {
 	*x = ListMembersRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[22]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1543,7 +1747,7 @@ func (x *ListMembersRequest) String() string {
 func (*ListMembersRequest) ProtoMessage() {}
 
 func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[22]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1556,7 +1760,7 @@ func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersRequest.ProtoReflect.Descriptor instead.
 func (*ListMembersRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{22}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{27}
 }
 
 type Member struct {
@@ -1571,7 +1775,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[23]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1583,7 +1787,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[23]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1596,7 +1800,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{23}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Member) GetId() string {
@@ -1636,7 +1840,7 @@ type ListMembersResponse struct {
 
 func (x *ListMembersResponse) Reset() {
 	*x = ListMembersResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[24]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1648,7 +1852,7 @@ func (x *ListMembersResponse) String() string {
 func (*ListMembersResponse) ProtoMessage() {}
 
 func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[24]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1661,7 +1865,7 @@ func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersResponse.ProtoReflect.Descriptor instead.
 func (*ListMembersResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{24}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListMembersResponse) GetMembers() []*Member {
@@ -1679,7 +1883,7 @@ type ListWorkersRequest struct {
 
 func (x *ListWorkersRequest) Reset() {
 	*x = ListWorkersRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[25]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1691,7 +1895,7 @@ func (x *ListWorkersRequest) String() string {
 func (*ListWorkersRequest) ProtoMessage() {}
 
 func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[25]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1704,7 +1908,7 @@ func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{25}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{30}
 }
 
 type WorkerInfo struct {
@@ -1719,7 +1923,7 @@ type WorkerInfo struct {
 
 func (x *WorkerInfo) Reset() {
 	*x = WorkerInfo{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[26]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1731,7 +1935,7 @@ func (x *WorkerInfo) String() string {
 func (*WorkerInfo) ProtoMessage() {}
 
 func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[26]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1744,7 +1948,7 @@ func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerInfo.ProtoReflect.Descriptor instead.
 func (*WorkerInfo) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{26}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *WorkerInfo) GetId() string {
@@ -1784,7 +1988,7 @@ type ListWorkersResponse struct {
 
 func (x *ListWorkersResponse) Reset() {
 	*x = ListWorkersResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[27]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1796,7 +2000,7 @@ func (x *ListWorkersResponse) String() string {
 func (*ListWorkersResponse) ProtoMessage() {}
 
 func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[27]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1809,7 +2013,7 @@ func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{27}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListWorkersResponse) GetWorkers() []*WorkerInfo {
@@ -1888,7 +2092,15 @@ const file_gpreduce_v1_coordinator_proto_rawDesc = "" +
 	"\x10ListJobsResponse\x12$\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x10.gpreduce.v1.JobR\x04jobs\"\"\n" +
 	"\x10CancelJobRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"!\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"$\n" +
+	"\x10DeleteJobRequest\x12\x10\n" +
+	"\x03ids\x18\x01 \x03(\tR\x03ids\"\x13\n" +
+	"\x11DeleteJobResponse\"(\n" +
+	"\x0eGetBlobRequest\x12\x16\n" +
+	"\x06sha256\x18\x01 \x01(\tR\x06sha256\"\x12\n" +
+	"\x10ReadIndexRequest\")\n" +
+	"\x11ReadIndexResponse\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\"!\n" +
 	"\x0fWatchJobRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\xf2\x01\n" +
 	"\bJobEvent\x12\x15\n" +
@@ -1957,12 +2169,13 @@ const file_gpreduce_v1_coordinator_proto_rawDesc = "" +
 	"\x11JOB_STATE_RUNNING\x10\x02\x12\x17\n" +
 	"\x13JOB_STATE_SUCCEEDED\x10\x03\x12\x14\n" +
 	"\x10JOB_STATE_FAILED\x10\x04\x12\x16\n" +
-	"\x12JOB_STATE_CANCELED\x10\x052\xca\a\n" +
+	"\x12JOB_STATE_CANCELED\x10\x052\xa5\t\n" +
 	"\vCoordinator\x12<\n" +
 	"\tSubmitJob\x12\x1d.gpreduce.v1.SubmitJobRequest\x1a\x10.gpreduce.v1.Job\x126\n" +
 	"\x06GetJob\x12\x1a.gpreduce.v1.GetJobRequest\x1a\x10.gpreduce.v1.Job\x12G\n" +
 	"\bListJobs\x12\x1c.gpreduce.v1.ListJobsRequest\x1a\x1d.gpreduce.v1.ListJobsResponse\x12<\n" +
-	"\tCancelJob\x12\x1d.gpreduce.v1.CancelJobRequest\x1a\x10.gpreduce.v1.Job\x12A\n" +
+	"\tCancelJob\x12\x1d.gpreduce.v1.CancelJobRequest\x1a\x10.gpreduce.v1.Job\x12J\n" +
+	"\tDeleteJob\x12\x1d.gpreduce.v1.DeleteJobRequest\x1a\x1e.gpreduce.v1.DeleteJobResponse\x12A\n" +
 	"\bWatchJob\x12\x1c.gpreduce.v1.WatchJobRequest\x1a\x15.gpreduce.v1.JobEvent0\x01\x12D\n" +
 	"\aPredict\x12\x1b.gpreduce.v1.PredictRequest\x1a\x1c.gpreduce.v1.PredictResponse\x12C\n" +
 	"\bGetModel\x12\x1c.gpreduce.v1.GetModelRequest\x1a\x17.gpreduce.v1.ModelChunk0\x01\x12Y\n" +
@@ -1971,7 +2184,9 @@ const file_gpreduce_v1_coordinator_proto_rawDesc = "" +
 	"\vJoinCluster\x12\x1f.gpreduce.v1.JoinClusterRequest\x1a .gpreduce.v1.JoinClusterResponse\x12S\n" +
 	"\fRemoveMember\x12 .gpreduce.v1.RemoveMemberRequest\x1a!.gpreduce.v1.RemoveMemberResponse\x12P\n" +
 	"\vListMembers\x12\x1f.gpreduce.v1.ListMembersRequest\x1a .gpreduce.v1.ListMembersResponse\x12P\n" +
-	"\vListWorkers\x12\x1f.gpreduce.v1.ListWorkersRequest\x1a .gpreduce.v1.ListWorkersResponseB;Z9github.com/gpreduce/gpreduce/proto/gpreduce/v1;gpreducev1b\x06proto3"
+	"\vListWorkers\x12\x1f.gpreduce.v1.ListWorkersRequest\x1a .gpreduce.v1.ListWorkersResponse\x12J\n" +
+	"\tReadIndex\x12\x1d.gpreduce.v1.ReadIndexRequest\x1a\x1e.gpreduce.v1.ReadIndexResponse\x12A\n" +
+	"\aGetBlob\x12\x1b.gpreduce.v1.GetBlobRequest\x1a\x17.gpreduce.v1.ModelChunk0\x01B;Z9github.com/gpreduce/gpreduce/proto/gpreduce/v1;gpreducev1b\x06proto3"
 
 var (
 	file_gpreduce_v1_coordinator_proto_rawDescOnce sync.Once
@@ -1986,7 +2201,7 @@ func file_gpreduce_v1_coordinator_proto_rawDescGZIP() []byte {
 }
 
 var file_gpreduce_v1_coordinator_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gpreduce_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_gpreduce_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_gpreduce_v1_coordinator_proto_goTypes = []any{
 	(JobState)(0),                  // 0: gpreduce.v1.JobState
 	(*JobSpec)(nil),                // 1: gpreduce.v1.JobSpec
@@ -1997,66 +2212,77 @@ var file_gpreduce_v1_coordinator_proto_goTypes = []any{
 	(*ListJobsRequest)(nil),        // 6: gpreduce.v1.ListJobsRequest
 	(*ListJobsResponse)(nil),       // 7: gpreduce.v1.ListJobsResponse
 	(*CancelJobRequest)(nil),       // 8: gpreduce.v1.CancelJobRequest
-	(*WatchJobRequest)(nil),        // 9: gpreduce.v1.WatchJobRequest
-	(*JobEvent)(nil),               // 10: gpreduce.v1.JobEvent
-	(*PredictRequest)(nil),         // 11: gpreduce.v1.PredictRequest
-	(*PredictResponse)(nil),        // 12: gpreduce.v1.PredictResponse
-	(*GetModelRequest)(nil),        // 13: gpreduce.v1.GetModelRequest
-	(*ModelChunk)(nil),             // 14: gpreduce.v1.ModelChunk
-	(*RegisterWorkerRequest)(nil),  // 15: gpreduce.v1.RegisterWorkerRequest
-	(*RegisterWorkerResponse)(nil), // 16: gpreduce.v1.RegisterWorkerResponse
-	(*HeartbeatRequest)(nil),       // 17: gpreduce.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),      // 18: gpreduce.v1.HeartbeatResponse
-	(*JoinClusterRequest)(nil),     // 19: gpreduce.v1.JoinClusterRequest
-	(*JoinClusterResponse)(nil),    // 20: gpreduce.v1.JoinClusterResponse
-	(*RemoveMemberRequest)(nil),    // 21: gpreduce.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),   // 22: gpreduce.v1.RemoveMemberResponse
-	(*ListMembersRequest)(nil),     // 23: gpreduce.v1.ListMembersRequest
-	(*Member)(nil),                 // 24: gpreduce.v1.Member
-	(*ListMembersResponse)(nil),    // 25: gpreduce.v1.ListMembersResponse
-	(*ListWorkersRequest)(nil),     // 26: gpreduce.v1.ListWorkersRequest
-	(*WorkerInfo)(nil),             // 27: gpreduce.v1.WorkerInfo
-	(*ListWorkersResponse)(nil),    // 28: gpreduce.v1.ListWorkersResponse
-	(*DataSource)(nil),             // 29: gpreduce.v1.DataSource
+	(*DeleteJobRequest)(nil),       // 9: gpreduce.v1.DeleteJobRequest
+	(*DeleteJobResponse)(nil),      // 10: gpreduce.v1.DeleteJobResponse
+	(*GetBlobRequest)(nil),         // 11: gpreduce.v1.GetBlobRequest
+	(*ReadIndexRequest)(nil),       // 12: gpreduce.v1.ReadIndexRequest
+	(*ReadIndexResponse)(nil),      // 13: gpreduce.v1.ReadIndexResponse
+	(*WatchJobRequest)(nil),        // 14: gpreduce.v1.WatchJobRequest
+	(*JobEvent)(nil),               // 15: gpreduce.v1.JobEvent
+	(*PredictRequest)(nil),         // 16: gpreduce.v1.PredictRequest
+	(*PredictResponse)(nil),        // 17: gpreduce.v1.PredictResponse
+	(*GetModelRequest)(nil),        // 18: gpreduce.v1.GetModelRequest
+	(*ModelChunk)(nil),             // 19: gpreduce.v1.ModelChunk
+	(*RegisterWorkerRequest)(nil),  // 20: gpreduce.v1.RegisterWorkerRequest
+	(*RegisterWorkerResponse)(nil), // 21: gpreduce.v1.RegisterWorkerResponse
+	(*HeartbeatRequest)(nil),       // 22: gpreduce.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),      // 23: gpreduce.v1.HeartbeatResponse
+	(*JoinClusterRequest)(nil),     // 24: gpreduce.v1.JoinClusterRequest
+	(*JoinClusterResponse)(nil),    // 25: gpreduce.v1.JoinClusterResponse
+	(*RemoveMemberRequest)(nil),    // 26: gpreduce.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),   // 27: gpreduce.v1.RemoveMemberResponse
+	(*ListMembersRequest)(nil),     // 28: gpreduce.v1.ListMembersRequest
+	(*Member)(nil),                 // 29: gpreduce.v1.Member
+	(*ListMembersResponse)(nil),    // 30: gpreduce.v1.ListMembersResponse
+	(*ListWorkersRequest)(nil),     // 31: gpreduce.v1.ListWorkersRequest
+	(*WorkerInfo)(nil),             // 32: gpreduce.v1.WorkerInfo
+	(*ListWorkersResponse)(nil),    // 33: gpreduce.v1.ListWorkersResponse
+	(*DataSource)(nil),             // 34: gpreduce.v1.DataSource
 }
 var file_gpreduce_v1_coordinator_proto_depIdxs = []int32{
-	29, // 0: gpreduce.v1.JobSpec.data:type_name -> gpreduce.v1.DataSource
+	34, // 0: gpreduce.v1.JobSpec.data:type_name -> gpreduce.v1.DataSource
 	1,  // 1: gpreduce.v1.Job.spec:type_name -> gpreduce.v1.JobSpec
 	0,  // 2: gpreduce.v1.Job.state:type_name -> gpreduce.v1.JobState
 	2,  // 3: gpreduce.v1.Job.hyperparameters:type_name -> gpreduce.v1.Hyperparameters
 	1,  // 4: gpreduce.v1.SubmitJobRequest.spec:type_name -> gpreduce.v1.JobSpec
 	3,  // 5: gpreduce.v1.ListJobsResponse.jobs:type_name -> gpreduce.v1.Job
 	0,  // 6: gpreduce.v1.JobEvent.state:type_name -> gpreduce.v1.JobState
-	24, // 7: gpreduce.v1.ListMembersResponse.members:type_name -> gpreduce.v1.Member
-	27, // 8: gpreduce.v1.ListWorkersResponse.workers:type_name -> gpreduce.v1.WorkerInfo
+	29, // 7: gpreduce.v1.ListMembersResponse.members:type_name -> gpreduce.v1.Member
+	32, // 8: gpreduce.v1.ListWorkersResponse.workers:type_name -> gpreduce.v1.WorkerInfo
 	4,  // 9: gpreduce.v1.Coordinator.SubmitJob:input_type -> gpreduce.v1.SubmitJobRequest
 	5,  // 10: gpreduce.v1.Coordinator.GetJob:input_type -> gpreduce.v1.GetJobRequest
 	6,  // 11: gpreduce.v1.Coordinator.ListJobs:input_type -> gpreduce.v1.ListJobsRequest
 	8,  // 12: gpreduce.v1.Coordinator.CancelJob:input_type -> gpreduce.v1.CancelJobRequest
-	9,  // 13: gpreduce.v1.Coordinator.WatchJob:input_type -> gpreduce.v1.WatchJobRequest
-	11, // 14: gpreduce.v1.Coordinator.Predict:input_type -> gpreduce.v1.PredictRequest
-	13, // 15: gpreduce.v1.Coordinator.GetModel:input_type -> gpreduce.v1.GetModelRequest
-	15, // 16: gpreduce.v1.Coordinator.RegisterWorker:input_type -> gpreduce.v1.RegisterWorkerRequest
-	17, // 17: gpreduce.v1.Coordinator.Heartbeat:input_type -> gpreduce.v1.HeartbeatRequest
-	19, // 18: gpreduce.v1.Coordinator.JoinCluster:input_type -> gpreduce.v1.JoinClusterRequest
-	21, // 19: gpreduce.v1.Coordinator.RemoveMember:input_type -> gpreduce.v1.RemoveMemberRequest
-	23, // 20: gpreduce.v1.Coordinator.ListMembers:input_type -> gpreduce.v1.ListMembersRequest
-	26, // 21: gpreduce.v1.Coordinator.ListWorkers:input_type -> gpreduce.v1.ListWorkersRequest
-	3,  // 22: gpreduce.v1.Coordinator.SubmitJob:output_type -> gpreduce.v1.Job
-	3,  // 23: gpreduce.v1.Coordinator.GetJob:output_type -> gpreduce.v1.Job
-	7,  // 24: gpreduce.v1.Coordinator.ListJobs:output_type -> gpreduce.v1.ListJobsResponse
-	3,  // 25: gpreduce.v1.Coordinator.CancelJob:output_type -> gpreduce.v1.Job
-	10, // 26: gpreduce.v1.Coordinator.WatchJob:output_type -> gpreduce.v1.JobEvent
-	12, // 27: gpreduce.v1.Coordinator.Predict:output_type -> gpreduce.v1.PredictResponse
-	14, // 28: gpreduce.v1.Coordinator.GetModel:output_type -> gpreduce.v1.ModelChunk
-	16, // 29: gpreduce.v1.Coordinator.RegisterWorker:output_type -> gpreduce.v1.RegisterWorkerResponse
-	18, // 30: gpreduce.v1.Coordinator.Heartbeat:output_type -> gpreduce.v1.HeartbeatResponse
-	20, // 31: gpreduce.v1.Coordinator.JoinCluster:output_type -> gpreduce.v1.JoinClusterResponse
-	22, // 32: gpreduce.v1.Coordinator.RemoveMember:output_type -> gpreduce.v1.RemoveMemberResponse
-	25, // 33: gpreduce.v1.Coordinator.ListMembers:output_type -> gpreduce.v1.ListMembersResponse
-	28, // 34: gpreduce.v1.Coordinator.ListWorkers:output_type -> gpreduce.v1.ListWorkersResponse
-	22, // [22:35] is the sub-list for method output_type
-	9,  // [9:22] is the sub-list for method input_type
+	9,  // 13: gpreduce.v1.Coordinator.DeleteJob:input_type -> gpreduce.v1.DeleteJobRequest
+	14, // 14: gpreduce.v1.Coordinator.WatchJob:input_type -> gpreduce.v1.WatchJobRequest
+	16, // 15: gpreduce.v1.Coordinator.Predict:input_type -> gpreduce.v1.PredictRequest
+	18, // 16: gpreduce.v1.Coordinator.GetModel:input_type -> gpreduce.v1.GetModelRequest
+	20, // 17: gpreduce.v1.Coordinator.RegisterWorker:input_type -> gpreduce.v1.RegisterWorkerRequest
+	22, // 18: gpreduce.v1.Coordinator.Heartbeat:input_type -> gpreduce.v1.HeartbeatRequest
+	24, // 19: gpreduce.v1.Coordinator.JoinCluster:input_type -> gpreduce.v1.JoinClusterRequest
+	26, // 20: gpreduce.v1.Coordinator.RemoveMember:input_type -> gpreduce.v1.RemoveMemberRequest
+	28, // 21: gpreduce.v1.Coordinator.ListMembers:input_type -> gpreduce.v1.ListMembersRequest
+	31, // 22: gpreduce.v1.Coordinator.ListWorkers:input_type -> gpreduce.v1.ListWorkersRequest
+	12, // 23: gpreduce.v1.Coordinator.ReadIndex:input_type -> gpreduce.v1.ReadIndexRequest
+	11, // 24: gpreduce.v1.Coordinator.GetBlob:input_type -> gpreduce.v1.GetBlobRequest
+	3,  // 25: gpreduce.v1.Coordinator.SubmitJob:output_type -> gpreduce.v1.Job
+	3,  // 26: gpreduce.v1.Coordinator.GetJob:output_type -> gpreduce.v1.Job
+	7,  // 27: gpreduce.v1.Coordinator.ListJobs:output_type -> gpreduce.v1.ListJobsResponse
+	3,  // 28: gpreduce.v1.Coordinator.CancelJob:output_type -> gpreduce.v1.Job
+	10, // 29: gpreduce.v1.Coordinator.DeleteJob:output_type -> gpreduce.v1.DeleteJobResponse
+	15, // 30: gpreduce.v1.Coordinator.WatchJob:output_type -> gpreduce.v1.JobEvent
+	17, // 31: gpreduce.v1.Coordinator.Predict:output_type -> gpreduce.v1.PredictResponse
+	19, // 32: gpreduce.v1.Coordinator.GetModel:output_type -> gpreduce.v1.ModelChunk
+	21, // 33: gpreduce.v1.Coordinator.RegisterWorker:output_type -> gpreduce.v1.RegisterWorkerResponse
+	23, // 34: gpreduce.v1.Coordinator.Heartbeat:output_type -> gpreduce.v1.HeartbeatResponse
+	25, // 35: gpreduce.v1.Coordinator.JoinCluster:output_type -> gpreduce.v1.JoinClusterResponse
+	27, // 36: gpreduce.v1.Coordinator.RemoveMember:output_type -> gpreduce.v1.RemoveMemberResponse
+	30, // 37: gpreduce.v1.Coordinator.ListMembers:output_type -> gpreduce.v1.ListMembersResponse
+	33, // 38: gpreduce.v1.Coordinator.ListWorkers:output_type -> gpreduce.v1.ListWorkersResponse
+	13, // 39: gpreduce.v1.Coordinator.ReadIndex:output_type -> gpreduce.v1.ReadIndexResponse
+	19, // 40: gpreduce.v1.Coordinator.GetBlob:output_type -> gpreduce.v1.ModelChunk
+	25, // [25:41] is the sub-list for method output_type
+	9,  // [9:25] is the sub-list for method input_type
 	9,  // [9:9] is the sub-list for extension type_name
 	9,  // [9:9] is the sub-list for extension extendee
 	0,  // [0:9] is the sub-list for field type_name
@@ -2074,7 +2300,7 @@ func file_gpreduce_v1_coordinator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gpreduce_v1_coordinator_proto_rawDesc), len(file_gpreduce_v1_coordinator_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   28,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

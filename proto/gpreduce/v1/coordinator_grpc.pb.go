@@ -23,6 +23,7 @@ const (
 	Coordinator_GetJob_FullMethodName         = "/gpreduce.v1.Coordinator/GetJob"
 	Coordinator_ListJobs_FullMethodName       = "/gpreduce.v1.Coordinator/ListJobs"
 	Coordinator_CancelJob_FullMethodName      = "/gpreduce.v1.Coordinator/CancelJob"
+	Coordinator_DeleteJob_FullMethodName      = "/gpreduce.v1.Coordinator/DeleteJob"
 	Coordinator_WatchJob_FullMethodName       = "/gpreduce.v1.Coordinator/WatchJob"
 	Coordinator_Predict_FullMethodName        = "/gpreduce.v1.Coordinator/Predict"
 	Coordinator_GetModel_FullMethodName       = "/gpreduce.v1.Coordinator/GetModel"
@@ -32,6 +33,8 @@ const (
 	Coordinator_RemoveMember_FullMethodName   = "/gpreduce.v1.Coordinator/RemoveMember"
 	Coordinator_ListMembers_FullMethodName    = "/gpreduce.v1.Coordinator/ListMembers"
 	Coordinator_ListWorkers_FullMethodName    = "/gpreduce.v1.Coordinator/ListWorkers"
+	Coordinator_ReadIndex_FullMethodName      = "/gpreduce.v1.Coordinator/ReadIndex"
+	Coordinator_GetBlob_FullMethodName        = "/gpreduce.v1.Coordinator/GetBlob"
 )
 
 // CoordinatorClient is the client API for Coordinator service.
@@ -47,6 +50,9 @@ type CoordinatorClient interface {
 	GetJob(ctx context.Context, in *GetJobRequest, opts ...grpc.CallOption) (*Job, error)
 	ListJobs(ctx context.Context, in *ListJobsRequest, opts ...grpc.CallOption) (*ListJobsResponse, error)
 	CancelJob(ctx context.Context, in *CancelJobRequest, opts ...grpc.CallOption) (*Job, error)
+	// DeleteJob removes finished jobs with their models, checkpoints and events from every
+	// member (at the leader). A pending or running job is FAILED_PRECONDITION: cancel it first.
+	DeleteJob(ctx context.Context, in *DeleteJobRequest, opts ...grpc.CallOption) (*DeleteJobResponse, error)
 	// WatchJob streams progress events until the job finishes (or the caller leaves).
 	WatchJob(ctx context.Context, in *WatchJobRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[JobEvent], error)
 	Predict(ctx context.Context, in *PredictRequest, opts ...grpc.CallOption) (*PredictResponse, error)
@@ -64,6 +70,15 @@ type CoordinatorClient interface {
 	ListMembers(ctx context.Context, in *ListMembersRequest, opts ...grpc.CallOption) (*ListMembersResponse, error)
 	// ListWorkers lists the live workers the leader knows.
 	ListWorkers(ctx context.Context, in *ListWorkersRequest, opts ...grpc.CallOption) (*ListWorkersResponse, error)
+	// ReadIndex (at the leader, API token) returns an index of the replicated state that
+	// reflects every change committed before the call. A follower answers a read (GetJob,
+	// ListJobs, GetModel, Predict) only once its own state has applied the leader's read
+	// index, and otherwise points the caller to the leader, so no member gives a stale answer.
+	ReadIndex(ctx context.Context, in *ReadIndexRequest, opts ...grpc.CallOption) (*ReadIndexResponse, error)
+	// GetBlob (API token) streams a model or checkpoint held by this member, named by its
+	// sha256: a member that installed a snapshot (which carries hashes, not bytes) fetches the
+	// blobs it lacks from the others.
+	GetBlob(ctx context.Context, in *GetBlobRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ModelChunk], error)
 }
 
 type coordinatorClient struct {
@@ -108,6 +123,16 @@ func (c *coordinatorClient) CancelJob(ctx context.Context, in *CancelJobRequest,
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(Job)
 	err := c.cc.Invoke(ctx, Coordinator_CancelJob_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coordinatorClient) DeleteJob(ctx context.Context, in *DeleteJobRequest, opts ...grpc.CallOption) (*DeleteJobResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteJobResponse)
+	err := c.cc.Invoke(ctx, Coordinator_DeleteJob_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -222,6 +247,35 @@ func (c *coordinatorClient) ListWorkers(ctx context.Context, in *ListWorkersRequ
 	return out, nil
 }
 
+func (c *coordinatorClient) ReadIndex(ctx context.Context, in *ReadIndexRequest, opts ...grpc.CallOption) (*ReadIndexResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReadIndexResponse)
+	err := c.cc.Invoke(ctx, Coordinator_ReadIndex_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coordinatorClient) GetBlob(ctx context.Context, in *GetBlobRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ModelChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Coordinator_ServiceDesc.Streams[2], Coordinator_GetBlob_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[GetBlobRequest, ModelChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Coordinator_GetBlobClient = grpc.ServerStreamingClient[ModelChunk]
+
 // CoordinatorServer is the server API for Coordinator service.
 // All implementations must embed UnimplementedCoordinatorServer
 // for forward compatibility.
@@ -235,6 +289,9 @@ type CoordinatorServer interface {
 	GetJob(context.Context, *GetJobRequest) (*Job, error)
 	ListJobs(context.Context, *ListJobsRequest) (*ListJobsResponse, error)
 	CancelJob(context.Context, *CancelJobRequest) (*Job, error)
+	// DeleteJob removes finished jobs with their models, checkpoints and events from every
+	// member (at the leader). A pending or running job is FAILED_PRECONDITION: cancel it first.
+	DeleteJob(context.Context, *DeleteJobRequest) (*DeleteJobResponse, error)
 	// WatchJob streams progress events until the job finishes (or the caller leaves).
 	WatchJob(*WatchJobRequest, grpc.ServerStreamingServer[JobEvent]) error
 	Predict(context.Context, *PredictRequest) (*PredictResponse, error)
@@ -252,6 +309,15 @@ type CoordinatorServer interface {
 	ListMembers(context.Context, *ListMembersRequest) (*ListMembersResponse, error)
 	// ListWorkers lists the live workers the leader knows.
 	ListWorkers(context.Context, *ListWorkersRequest) (*ListWorkersResponse, error)
+	// ReadIndex (at the leader, API token) returns an index of the replicated state that
+	// reflects every change committed before the call. A follower answers a read (GetJob,
+	// ListJobs, GetModel, Predict) only once its own state has applied the leader's read
+	// index, and otherwise points the caller to the leader, so no member gives a stale answer.
+	ReadIndex(context.Context, *ReadIndexRequest) (*ReadIndexResponse, error)
+	// GetBlob (API token) streams a model or checkpoint held by this member, named by its
+	// sha256: a member that installed a snapshot (which carries hashes, not bytes) fetches the
+	// blobs it lacks from the others.
+	GetBlob(*GetBlobRequest, grpc.ServerStreamingServer[ModelChunk]) error
 	mustEmbedUnimplementedCoordinatorServer()
 }
 
@@ -273,6 +339,9 @@ func (UnimplementedCoordinatorServer) ListJobs(context.Context, *ListJobsRequest
 }
 func (UnimplementedCoordinatorServer) CancelJob(context.Context, *CancelJobRequest) (*Job, error) {
 	return nil, status.Error(codes.Unimplemented, "method CancelJob not implemented")
+}
+func (UnimplementedCoordinatorServer) DeleteJob(context.Context, *DeleteJobRequest) (*DeleteJobResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteJob not implemented")
 }
 func (UnimplementedCoordinatorServer) WatchJob(*WatchJobRequest, grpc.ServerStreamingServer[JobEvent]) error {
 	return status.Error(codes.Unimplemented, "method WatchJob not implemented")
@@ -300,6 +369,12 @@ func (UnimplementedCoordinatorServer) ListMembers(context.Context, *ListMembersR
 }
 func (UnimplementedCoordinatorServer) ListWorkers(context.Context, *ListWorkersRequest) (*ListWorkersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListWorkers not implemented")
+}
+func (UnimplementedCoordinatorServer) ReadIndex(context.Context, *ReadIndexRequest) (*ReadIndexResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReadIndex not implemented")
+}
+func (UnimplementedCoordinatorServer) GetBlob(*GetBlobRequest, grpc.ServerStreamingServer[ModelChunk]) error {
+	return status.Error(codes.Unimplemented, "method GetBlob not implemented")
 }
 func (UnimplementedCoordinatorServer) mustEmbedUnimplementedCoordinatorServer() {}
 func (UnimplementedCoordinatorServer) testEmbeddedByValue()                     {}
@@ -390,6 +465,24 @@ func _Coordinator_CancelJob_Handler(srv interface{}, ctx context.Context, dec fu
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(CoordinatorServer).CancelJob(ctx, req.(*CancelJobRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Coordinator_DeleteJob_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteJobRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServer).DeleteJob(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Coordinator_DeleteJob_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServer).DeleteJob(ctx, req.(*DeleteJobRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -542,6 +635,35 @@ func _Coordinator_ListWorkers_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Coordinator_ReadIndex_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReadIndexRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServer).ReadIndex(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Coordinator_ReadIndex_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServer).ReadIndex(ctx, req.(*ReadIndexRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Coordinator_GetBlob_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(GetBlobRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(CoordinatorServer).GetBlob(m, &grpc.GenericServerStream[GetBlobRequest, ModelChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Coordinator_GetBlobServer = grpc.ServerStreamingServer[ModelChunk]
+
 // Coordinator_ServiceDesc is the grpc.ServiceDesc for Coordinator service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -564,6 +686,10 @@ var Coordinator_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CancelJob",
 			Handler:    _Coordinator_CancelJob_Handler,
+		},
+		{
+			MethodName: "DeleteJob",
+			Handler:    _Coordinator_DeleteJob_Handler,
 		},
 		{
 			MethodName: "Predict",
@@ -593,6 +719,10 @@ var Coordinator_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "ListWorkers",
 			Handler:    _Coordinator_ListWorkers_Handler,
 		},
+		{
+			MethodName: "ReadIndex",
+			Handler:    _Coordinator_ReadIndex_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
@@ -603,6 +733,11 @@ var Coordinator_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "GetModel",
 			Handler:       _Coordinator_GetModel_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "GetBlob",
+			Handler:       _Coordinator_GetBlob_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -18,10 +18,10 @@ func TestLogLikSERoundTrip(t *testing.T) {
 			if !warned {
 				c.Warnings = nil
 			}
-			b0 := encode(t, c)
+			b0 := modelBody(encode(t, c))
 			c.LogLikSE = 1.25
 			b := encode(t, c)
-			if len(b) <= len(b0) || (!warned && !bytes.HasPrefix(b, b0)) {
+			if body := modelBody(b); len(body) <= len(b0) || (!warned && !bytes.HasPrefix(body, b0)) {
 				t.Fatalf("%s (warnings %v): the standard error is not a trailer section", name, warned)
 			}
 			d, err := Decode(bytes.NewReader(b))
@@ -37,7 +37,7 @@ func TestLogLikSERoundTrip(t *testing.T) {
 		}
 	}
 	m := exactModel()
-	base := encode(t, m)
+	base := legacy(encode(t, m)) // no checksum, so hand-made trailers need no resealing
 	u64 := func(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
 	str := func(s string) []byte { return append(u64(uint64(len(s))), s...) }
 	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }

@@ -37,7 +37,7 @@ func TestTasksConfined(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := startWorker(t, Config{Cores: 1, JoinToken: "tok", Data: shard.Reader{Access: acc}})
+	w := startWorker(t, Config{Cores: 1, JoinToken: "tok", Data: shard.Reader{Access: acc}, UnregisteredTasks: true})
 	c := workerClient(t, w.Addr(), "tok")
 	tf := shard.Transform{XMean: []float64{0}, XScale: []float64{1}, YScale: 1}
 	rows, err := wire.EncodeTask(&train.RowsTask{Transform: tf})

@@ -39,9 +39,10 @@ func testServerConfig(t testing.TB, id string, log zerolog.Logger) ServerConfig 
 		RaftSecret:       []byte(testRaftSecret),
 		Raft: RaftTuning{
 			ApplyTimeout:       5 * time.Second,
-			HeartbeatTimeout:   250 * time.Millisecond,
-			ElectionTimeout:    250 * time.Millisecond,
-			LeaderLeaseTimeout: 200 * time.Millisecond,
+			// Long enough that a loaded 2-core machine does not start elections by itself.
+			HeartbeatTimeout:   500 * time.Millisecond,
+			ElectionTimeout:    500 * time.Millisecond,
+			LeaderLeaseTimeout: 400 * time.Millisecond,
 			CommitTimeout:      5 * time.Millisecond,
 			TransportTimeout:   2 * time.Second,
 		},

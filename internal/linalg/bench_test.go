@@ -78,3 +78,15 @@ func BenchmarkPotrf(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkGemmKV is the CG product of a cached kernel block with a few vectors,
+// C (rows x k) = K_block (rows x n) V^T with V^T k x n (train.KernelTask's shape).
+func BenchmarkGemmKV(b *testing.B) {
+	const rows, n, k = 256, 4096, 11
+	rng := rand.New(rand.NewPCG(1, 1))
+	kb, vt, c := randGeneral(rng, rows, n, 0), randGeneral(rng, k, n, 0), randGeneral(rng, rows, k, 0)
+	for b.Loop() {
+		Gemm(blas.NoTrans, blas.Trans, 1, kb, vt, 0, c)
+	}
+	b.ReportMetric(2*float64(rows*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+}

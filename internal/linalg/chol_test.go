@@ -58,7 +58,7 @@ func TestTrsmAgainstGonum(t *testing.T) {
 						want, b1, b2 := cloneGeneral(b), cloneGeneral(b), cloneGeneral(b)
 						blas64.Trsm(side, tA, 0.75, a, want)
 						trsmWith(kernelAVX2Or(t), side, tA, 0.75, a, b1)
-						trsmWith(kernelGo, side, tA, 0.75, a, b2)
+						trsmWith(goKernels, side, tA, 0.75, a, b2)
 						sameBits(t, name, b1.Data, b2.Data)
 						if d := relMaxDiff(b1.Data, want.Data); !(d <= 1e-12) {
 							t.Fatalf("%s: relative difference from gonum %g", name, d)
@@ -91,7 +91,7 @@ func TestPotrfAgainstGonum(t *testing.T) {
 				t.Fatalf("%s: gonum says not positive definite", name)
 			}
 			got1, got2 := append([]float64(nil), a...), append([]float64(nil), a...)
-			if !potrfWith(kernelAVX2Or(t), uplo == blas.Lower, n, got1, n, potrfBlock) || !potrfWith(kernelGo, uplo == blas.Lower, n, got2, n, potrfBlock) {
+			if !potrfWith(kernelAVX2Or(t), uplo == blas.Lower, n, got1, n, potrfBlock) || !potrfWith(goKernels, uplo == blas.Lower, n, got2, n, potrfBlock) {
 				t.Fatalf("%s: not positive definite", name)
 			}
 			sameBits(t, name, got1, got2)

@@ -20,6 +20,8 @@ const (
 	mc     = 96  // rows per task (a multiple of mr; mc x kc of packed A stays in L2)
 	ncTask = 128 // columns per task (a multiple of nr)
 	ncPack = 4096
+	// directMaxN is the widest product (columns of C) for which A is read in place.
+	directMaxN = 2 * nr
 	mChunk = 16 * mc
 
 	// parallelFlops is the size (m n k) below which a product runs on the calling goroutine.
@@ -30,7 +32,23 @@ const (
 // of mr values (column k of the A panel), b holds k groups of nr values (row k of the B
 // panel). acc_ij starts at zero and takes acc = fma(a_ik, b_kj, acc) for k = 0..k-1, then
 // C_ij = fma(alpha, acc_ij, C_ij). c is row-major with stride ldc.
-type kernelFunc func(k int, a, b, c []float64, ldc int, alpha float64)
+type tileFunc func(k int, a, b, c []float64, ldc int, alpha float64)
+
+// directFunc is tileFunc with A read in place: the mr rows of a row-major A starting at a[0],
+// stride lda (A_ip = a[i*lda+p]), instead of a packed panel. Same operations, same order.
+type directFunc func(k int, a []float64, lda int, b, c []float64, ldc int, alpha float64)
+
+// kernels is a matched pair of micro-kernels: both assembly or both portable Go.
+type kernels struct {
+	tile   tileFunc
+	direct directFunc
+}
+
+// kernelFunc selects the micro-kernels a routine runs on (tests run both sets).
+type kernelFunc = *kernels
+
+// goKernels are the portable micro-kernels.
+var goKernels = &kernels{tile: kernelGo, direct: kernelDirectGo}
 
 // kernelGo is the portable micro-kernel: the same operations in the same order as the
 // assembly kernel.
@@ -43,6 +61,28 @@ func kernelGo(k int, a, b, c []float64, ldc int, alpha float64) {
 		bp := b[p*nr : p*nr+nr : p*nr+nr]
 		for i := range mr {
 			ai := ap[i]
+			row := &acc[i]
+			for j := range nr {
+				row[j] = math.FMA(ai, bp[j], row[j])
+			}
+		}
+	}
+	for i := range mr {
+		ci := c[i*ldc : i*ldc+nr]
+		for j := range nr {
+			ci[j] = math.FMA(alpha, acc[i][j], ci[j])
+		}
+	}
+}
+
+// kernelDirectGo is kernelGo reading A in place (directFunc).
+func kernelDirectGo(k int, a []float64, lda int, b, c []float64, ldc int, alpha float64) {
+	var acc [mr][nr]float64
+	b = b[:k*nr]
+	for p := 0; p < k; p++ {
+		bp := b[p*nr : p*nr+nr : p*nr+nr]
+		for i := range mr {
+			ai := a[i*lda+p]
 			row := &acc[i]
 			for j := range nr {
 				row[j] = math.FMA(ai, bp[j], row[j])
@@ -132,8 +172,15 @@ func gemmCore(kern kernelFunc, m, n, k int, alpha float64, a, b view, c []float6
 				if meets, _ := t.tile(ic, ic+mm, jc, jc+nc); !meets {
 					continue
 				}
-				packA(ap, a.at(ic, pc), mm, kk)
-				macro(kern, workers, ap, bp, mm, nc, kk, alpha, c, ic, jc, ldc, t)
+				var direct view
+				if !a.trans && n <= directMaxN {
+					// Few columns: A is read about once, so packing it would cost more
+					// than it saves; the kernel reads its rows in place.
+					direct = a.at(ic, pc)
+				} else {
+					packA(ap, a.at(ic, pc), mm, kk)
+				}
+				macro(kern, workers, ap, direct, bp, mm, nc, kk, alpha, c, ic, jc, ldc, t)
 			}
 		}
 	}
@@ -174,6 +221,19 @@ func packA(dst []float64, a view, m, k int) {
 			}
 			continue
 		}
+		if rows == mr {
+			r0 := a.data[q*a.stride : q*a.stride+k]
+			r1 := a.data[(q+1)*a.stride : (q+1)*a.stride+k]
+			r2 := a.data[(q+2)*a.stride : (q+2)*a.stride+k]
+			r3 := a.data[(q+3)*a.stride : (q+3)*a.stride+k]
+			r4 := a.data[(q+4)*a.stride : (q+4)*a.stride+k]
+			r5 := a.data[(q+5)*a.stride : (q+5)*a.stride+k]
+			for p := range k {
+				d := panel[p*mr : p*mr+mr : p*mr+mr]
+				d[0], d[1], d[2], d[3], d[4], d[5] = r0[p], r1[p], r2[p], r3[p], r4[p], r5[p]
+			}
+			continue
+		}
 		for i := range rows {
 			src := a.data[(q+i)*a.stride : (q+i)*a.stride+k]
 			for p, v := range src {
@@ -208,6 +268,21 @@ func packB(dst []float64, b view, k, n int) {
 			}
 			continue
 		}
+		if cols == nr {
+			r0 := b.data[q*b.stride : q*b.stride+k]
+			r1 := b.data[(q+1)*b.stride : (q+1)*b.stride+k]
+			r2 := b.data[(q+2)*b.stride : (q+2)*b.stride+k]
+			r3 := b.data[(q+3)*b.stride : (q+3)*b.stride+k]
+			r4 := b.data[(q+4)*b.stride : (q+4)*b.stride+k]
+			r5 := b.data[(q+5)*b.stride : (q+5)*b.stride+k]
+			r6 := b.data[(q+6)*b.stride : (q+6)*b.stride+k]
+			r7 := b.data[(q+7)*b.stride : (q+7)*b.stride+k]
+			for p := range k {
+				d := panel[p*nr : p*nr+nr : p*nr+nr]
+				d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7] = r0[p], r1[p], r2[p], r3[p], r4[p], r5[p], r6[p], r7[p]
+			}
+			continue
+		}
 		for j := range cols {
 			src := b.data[(q+j)*b.stride : (q+j)*b.stride+k]
 			for p, v := range src {
@@ -225,7 +300,7 @@ func packB(dst []float64, b view, k, n int) {
 // macro runs the micro-kernel over the packed m x k block of A (rows ic.. of C) and the
 // packed k x n block of B (columns jc.. of C), split into mc x ncTask tasks shared by up to
 // workers goroutines. Tasks write disjoint tiles, so the split never changes the bits.
-func macro(kern kernelFunc, workers int, ap, bp []float64, m, n, k int, alpha float64, c []float64, ic, jc, ldc int, t tri) {
+func macro(kern kernelFunc, workers int, ap []float64, direct view, bp []float64, m, n, k int, alpha float64, c []float64, ic, jc, ldc int, t tri) {
 	type task struct{ i0, j0 int }
 	var tasks []task
 	for i0 := 0; i0 < m; i0 += mc {
@@ -248,16 +323,31 @@ func macro(kern kernelFunc, workers int, ap, bp []float64, m, n, k int, alpha fl
 				if !meets {
 					continue
 				}
-				apan := ap[i*k : i*k+mr*k]
+				var apan []float64
+				switch {
+				case direct.data == nil:
+					apan = ap[i*k : i*k+mr*k]
+				case rows < mr: // a partial panel of an unpacked A: pack it
+					apan = make([]float64, mr*k)
+					packA(apan, direct.at(i, 0), rows, k)
+				}
 				if inside && rows == mr && cols == nr {
-					kern(k, apan, bpan, c[gi*ldc+gj:], ldc, alpha)
+					if apan == nil {
+						kern.direct(k, direct.at(i, 0).data, direct.stride, bpan, c[gi*ldc+gj:], ldc, alpha)
+						continue
+					}
+					kern.tile(k, apan, bpan, c[gi*ldc+gj:], ldc, alpha)
 					continue
 				}
 				// Edge or diagonal tile: run the kernel on a copy, write back the selected part.
 				for r := range rows {
 					copy(tmp[r*nr:r*nr+cols], c[(gi+r)*ldc+gj:(gi+r)*ldc+gj+cols])
 				}
-				kern(k, apan, bpan, tmp[:], nr, alpha)
+				if apan == nil {
+					kern.direct(k, direct.at(i, 0).data, direct.stride, bpan, tmp[:], nr, alpha)
+				} else {
+					kern.tile(k, apan, bpan, tmp[:], nr, alpha)
+				}
 				for r := range rows {
 					for s := range cols {
 						if t == full || (t == upper && gj+s >= gi+r) || (t == lower && gj+s <= gi+r) {

@@ -6,14 +6,17 @@ import "golang.org/x/sys/cpu"
 // the YMM state (cpu.X86.HasAVX2 includes that check).
 var hasAVX2FMA = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
-// bestKernel is the assembly micro-kernel when the CPU has AVX2 and FMA, else kernelGo.
+// asmKernels are the AVX2 + FMA micro-kernels.
+var asmKernels = &kernels{tile: kernelAVX2, direct: kernelDirectAVX2}
+
+// bestKernel is the assembly pair when the CPU has AVX2 and FMA, else the portable one.
 var bestKernel = pickKernel()
 
 func pickKernel() kernelFunc {
 	if hasAVX2FMA {
-		return kernelAVX2
+		return asmKernels
 	}
-	return kernelGo
+	return goKernels
 }
 
 // kernelAVX2 is kernelGo in AVX2 + FMA assembly (kernel_amd64.s).
@@ -56,3 +59,8 @@ func expVec(dst, x []float64) int {
 	expAVX2(dst, x, &expTable[0])
 	return len(dst) &^ 3
 }
+
+// kernelDirectAVX2 is kernelDirectGo in assembly (kernel_amd64.s).
+//
+//go:noescape
+func kernelDirectAVX2(k int, a []float64, lda int, b, c []float64, ldc int, alpha float64)

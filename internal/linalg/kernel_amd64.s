@@ -228,3 +228,84 @@ exploop:
 expdone:
 	VZEROUPPER
 	RET
+
+// One step of the direct micro-kernel: as STEP, with the six A values read from six rows of a
+// row-major A (SI, SI+lda, SI+2lda, R10 = SI+3lda, R10+lda, R10+2lda; BX = lda in bytes).
+#define DSTEP(boff) \
+	VMOVUPD boff(DI), Y0 \
+	VMOVUPD boff+32(DI), Y1 \
+	VBROADCASTSD (SI), Y2 \
+	VBROADCASTSD (SI)(BX*1), Y3 \
+	VFMADD231PD Y0, Y2, Y4 \
+	VFMADD231PD Y1, Y2, Y5 \
+	VFMADD231PD Y0, Y3, Y6 \
+	VFMADD231PD Y1, Y3, Y7 \
+	VBROADCASTSD (SI)(BX*2), Y2 \
+	VBROADCASTSD (R10), Y3 \
+	VFMADD231PD Y0, Y2, Y8 \
+	VFMADD231PD Y1, Y2, Y9 \
+	VFMADD231PD Y0, Y3, Y10 \
+	VFMADD231PD Y1, Y3, Y11 \
+	VBROADCASTSD (R10)(BX*1), Y2 \
+	VBROADCASTSD (R10)(BX*2), Y3 \
+	VFMADD231PD Y0, Y2, Y12 \
+	VFMADD231PD Y1, Y2, Y13 \
+	VFMADD231PD Y0, Y3, Y14 \
+	VFMADD231PD Y1, Y3, Y15 \
+	ADDQ $8, SI \
+	ADDQ $8, R10
+
+// func kernelDirectAVX2(k int, a []float64, lda int, b, c []float64, ldc int, alpha float64)
+TEXT ·kernelDirectAVX2(SB), NOSPLIT, $0-104
+	MOVQ k+0(FP), CX
+	MOVQ a_base+8(FP), SI
+	MOVQ lda+32(FP), BX
+	SHLQ $3, BX
+	LEAQ (SI)(BX*2), R10
+	ADDQ BX, R10
+	MOVQ b_base+40(FP), DI
+	MOVQ c_base+64(FP), DX
+	MOVQ ldc+88(FP), R8
+	SHLQ $3, R8
+	VXORPD Y4, Y4, Y4
+	VXORPD Y5, Y5, Y5
+	VXORPD Y6, Y6, Y6
+	VXORPD Y7, Y7, Y7
+	VXORPD Y8, Y8, Y8
+	VXORPD Y9, Y9, Y9
+	VXORPD Y10, Y10, Y10
+	VXORPD Y11, Y11, Y11
+	VXORPD Y12, Y12, Y12
+	VXORPD Y13, Y13, Y13
+	VXORPD Y14, Y14, Y14
+	VXORPD Y15, Y15, Y15
+
+dloop4:
+	CMPQ CX, $4
+	JLT  dloop1
+	DSTEP(0)
+	DSTEP(64)
+	DSTEP(128)
+	DSTEP(192)
+	ADDQ $256, DI
+	SUBQ $4, CX
+	JMP  dloop4
+
+dloop1:
+	TESTQ CX, CX
+	JE    ddone
+	DSTEP(0)
+	ADDQ $64, DI
+	DECQ CX
+	JMP  dloop1
+
+ddone:
+	VBROADCASTSD alpha+96(FP), Y0
+	STORE(Y4, Y5)
+	STORE(Y6, Y7)
+	STORE(Y8, Y9)
+	STORE(Y10, Y11)
+	STORE(Y12, Y13)
+	STORE(Y14, Y15)
+	VZEROUPPER
+	RET

@@ -4,11 +4,11 @@ package linalg
 
 const hasAVX2FMA = false
 
-// bestKernel is the portable micro-kernel on this architecture.
-var bestKernel kernelFunc = kernelGo
+// bestKernel is the portable micro-kernel pair on this architecture.
+var bestKernel = goKernels
 
-// kernelAVX2 is only available on amd64; elsewhere it is the portable kernel.
-func kernelAVX2(k int, a, b, c []float64, ldc int, alpha float64) { kernelGo(k, a, b, c, ldc, alpha) }
+// asmKernels are the portable kernels on this architecture (no assembly here).
+var asmKernels = goKernels
 
 // axpyNeg sets y = fma(-t, x, y) elementwise.
 func axpyNeg(t float64, x, y []float64) { axpyNegGo(t, x, y) }

@@ -52,6 +52,7 @@ func ExecuteWorker(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	root.AddCommand(newWorkerServeCmd(&log))
+	addVersion(root)
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)

@@ -119,6 +119,7 @@ func TestServeFlagErrors(t *testing.T) {
 		{"new member without a way in", []string{"--id", "x", "--data-dir", filepath.Join(dir, "c")}, []string{"no raft state", "--bootstrap", "--join"}},
 		{"empty token file", []string{"--id", "x", "--data-dir", filepath.Join(dir, "d"), "--bootstrap", "--token-file", empty}, []string{"--token-file", "empty"}},
 		{"half TLS", []string{"--id", "x", "--data-dir", filepath.Join(dir, "e"), "--bootstrap", "--tls-cert", "c.pem"}, []string{"--tls-key"}},
+		{"bootstrap-id without join", []string{"--id", "x", "--data-dir", filepath.Join(dir, "f"), "--bootstrap-id", "x"}, []string{"--bootstrap-id", "--join"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

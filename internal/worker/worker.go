@@ -13,10 +13,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/gpreduce/gpreduce/internal/auth"
 	"github.com/gpreduce/gpreduce/internal/wire"
@@ -31,8 +31,9 @@ const (
 	DefaultHeartbeatInterval = 2 * time.Second
 	// MaxMessageBytes bounds gRPC messages both ways: Gram statistics are s^2 doubles.
 	MaxMessageBytes = 1 << 30
-	// stopGrace is how long Run waits for running calls when it stops, before cutting them off.
-	stopGrace = 10 * time.Second
+	// DefaultDrainTimeout is how long Run waits for running calls when it stops, before
+	// cutting them off.
+	DefaultDrainTimeout = 10 * time.Second
 )
 
 // Config configures a worker.
@@ -75,8 +76,13 @@ type Config struct {
 	// HeartbeatInterval overrides the interval the leader asks for at registration.
 	HeartbeatInterval time.Duration
 	// MetricsAddr, if set, is the host:port of an HTTP server with Prometheus metrics at
-	// /metrics.
+	// /metrics and the probes /healthz and /readyz.
 	MetricsAddr string
+	// DrainTimeout is how long a stopping worker lets its running tasks finish (their
+	// results reach the coordinator) before cutting them off (the coordinator then runs
+	// them elsewhere); new tasks are refused at once (default DefaultDrainTimeout). Keep it
+	// below Kubernetes' terminationGracePeriodSeconds.
+	DrainTimeout time.Duration
 }
 
 // Worker is a worker process: it serves the Worker gRPC service and keeps itself
@@ -95,8 +101,9 @@ type Worker struct {
 	// running and peak count the tasks and loads holding a core, for tests and metrics.
 	running, peak atomic.Int64
 
-	started atomic.Bool
-	ready   chan struct{}
+	started  atomic.Bool
+	draining atomic.Bool // Run is stopping
+	ready    chan struct{}
 
 	mu        sync.Mutex
 	addr      string
@@ -140,6 +147,12 @@ func New(cfg Config) (*Worker, error) {
 	}
 	if cfg.CacheDiskBytes == 0 {
 		cfg.CacheDiskBytes = 4 * cfg.CacheBytes
+	}
+	if cfg.DrainTimeout < 0 {
+		return nil, fmt.Errorf("worker: negative drain timeout %v", cfg.DrainTimeout)
+	}
+	if cfg.DrainTimeout == 0 {
+		cfg.DrainTimeout = DefaultDrainTimeout
 	}
 	if cfg.HeartbeatInterval < 0 {
 		return nil, fmt.Errorf("worker: negative heartbeat interval %v", cfg.HeartbeatInterval)
@@ -246,14 +259,16 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes),
-		grpc.UnaryInterceptor(auth.UnaryServerInterceptor(auth.Static(w.cfg.JoinToken), w.log)),
-		grpc.StreamInterceptor(auth.StreamServerInterceptor(auth.Static(w.cfg.JoinToken), w.log)),
+		grpc.UnaryInterceptor(auth.UnaryServerInterceptor(auth.OpenHealth(auth.Static(w.cfg.JoinToken)), w.log)),
+		grpc.StreamInterceptor(auth.StreamServerInterceptor(auth.OpenHealth(auth.Static(w.cfg.JoinToken)), w.log)),
 	}
 	if w.cfg.ServerTLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(w.cfg.ServerTLS)))
 	}
 	srv := grpc.NewServer(opts...)
 	pb.RegisterWorkerServer(srv, w)
+	hs := newHealthServer()
+	healthpb.RegisterHealthServer(srv, hs)
 	if w.cfg.JoinToken == "" {
 		w.log.Warn().Msg("no join token: the Worker service accepts calls from anyone who can reach it")
 	}
@@ -271,9 +286,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}()
 	var msrv *http.Server
 	if mlis != nil {
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(w.metrics.reg, promhttp.HandlerOpts{Registry: w.metrics.reg}))
-		msrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		msrv = &http.Server{Handler: w.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -288,6 +301,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		defer wg.Done()
 		reg.run(ctx)
 	}()
+	wg.Go(func() { w.watchHealth(ctx, hs) })
 	w.log.Info().Str("listen", w.Addr()).Str("advertise", advertise).Int("cores", w.cfg.Cores).
 		Str("metrics", w.MetricsAddr()).Msg("worker serving")
 	close(w.ready)
@@ -297,7 +311,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	case runErr = <-errc:
 	}
+	w.draining.Store(true)
 	cancel()
+	w.log.Info().Dur("drain_timeout", w.cfg.DrainTimeout).Msg("stopping: refusing new tasks, finishing the running ones")
 	stopped := make(chan struct{})
 	go func() {
 		srv.GracefulStop()
@@ -305,8 +321,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	}()
 	select {
 	case <-stopped:
-	case <-time.After(stopGrace):
-		w.log.Warn().Dur("grace", stopGrace).Msg("calls still running after the grace period: cutting them off")
+	case <-time.After(w.cfg.DrainTimeout):
+		w.log.Warn().Dur("drain_timeout", w.cfg.DrainTimeout).Msg("calls still running after the drain timeout: cutting them off (the coordinator runs them elsewhere)")
 		srv.Stop()
 		<-stopped
 	}

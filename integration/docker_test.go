@@ -127,6 +127,10 @@ type dcluster struct {
 	coords        []container
 	workers       []container
 	stoppedWorker map[string]bool
+	// down holds the coordinators the test killed or cut off: clients leave them out, as
+	// the client Service leaves out unready pods, so that a status call does not wait on a
+	// dial to an address that no longer answers.
+	down map[string]bool
 }
 
 // newDCluster creates the network, starts three coordinators (as the StatefulSet does:
@@ -142,7 +146,7 @@ func newDCluster(t *testing.T, n int) *dcluster {
 	}
 	d := &dcluster{t: t, prefix: fmt.Sprintf("gpr-%d-%s", os.Getpid(), strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))),
 		token: fmt.Sprintf("api-%x", rand.Uint64()), join: fmt.Sprintf("join-%x", rand.Uint64()),
-		coordImage: coordImage, workerImage: workerImage, dir: t.TempDir(), stoppedWorker: map[string]bool{}}
+		coordImage: coordImage, workerImage: workerImage, dir: t.TempDir(), stoppedWorker: map[string]bool{}, down: map[string]bool{}}
 	d.prefix = strings.Map(func(r rune) rune {
 		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' {
 			return r
@@ -177,6 +181,17 @@ func (d *dcluster) apis() string {
 	var a []string
 	for _, c := range d.coords {
 		a = append(a, c.ip+":7100")
+	}
+	return strings.Join(a, ",")
+}
+
+// liveAPIs is the API address of every coordinator the test has not taken down.
+func (d *dcluster) liveAPIs() string {
+	var a []string
+	for _, c := range d.coords {
+		if !d.down[c.name] {
+			a = append(a, c.ip+":7100")
+		}
 	}
 	return strings.Join(a, ",")
 }
@@ -283,7 +298,7 @@ func (d *dcluster) waitCoordinatorsReady(timeout time.Duration) {
 func (d *dcluster) client(args ...string) (string, string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bins.coordinator, append(args, "--addr", d.apis())...)
+	cmd := exec.CommandContext(ctx, bins.coordinator, append(args, "--addr", d.liveAPIs())...)
 	cmd.Env = append(os.Environ(), "GPREDUCE_TOKEN="+d.token, "GPREDUCE_ADDR=")
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
@@ -340,6 +355,8 @@ func (d *dcluster) leader() int {
 func (d *dcluster) waitRunning(id string, it int) jobStatus {
 	d.t.Helper()
 	var s jobStatus
+	t0 := time.Now()
+	defer func() { d.t.Logf("job %s reached iteration %d in %s", id, s.Iteration, time.Since(t0).Round(time.Millisecond)) }()
 	eventually(d.t, 2*time.Minute, fmt.Sprintf("job %s at iteration %d", id, it), func() error {
 		var err error
 		if s, err = d.status(id); err != nil {
@@ -366,6 +383,7 @@ func (d *dcluster) recovered(id string, it int, t0 time.Time) time.Duration {
 			return err
 		}
 		if s.State == "succeeded" || (s.State == "running" && s.Iteration > it) {
+			d.t.Logf("job %s %s at iteration %d, %s after the fault", id, s.State, s.Iteration, time.Since(t0).Round(time.Millisecond))
 			return nil
 		}
 		if s.terminal() {
@@ -382,6 +400,7 @@ func (d *dcluster) finish(jobs map[string]job) {
 	d.t.Helper()
 	for id, j := range jobs {
 		var s jobStatus
+		waitStart := time.Now()
 		eventually(d.t, 5*time.Minute, "job "+id+" to finish", func() error {
 			var err error
 			if s, err = d.status(id); err != nil {
@@ -395,13 +414,18 @@ func (d *dcluster) finish(jobs map[string]job) {
 		if s.State != "succeeded" {
 			d.t.Fatalf("job %s: %s: %s", id, s.State, s.Error)
 		}
+		d.t.Logf("job %s succeeded after %d iterations (waited %s)", id, s.Iteration, time.Since(waitStart).Round(time.Millisecond))
 		p := filepath.Join(d.dir, id+".gpm")
 		d.mustClient("model", id, "--out", p)
 		got, err := os.ReadFile(p)
 		if err != nil {
 			d.t.Fatal(err)
 		}
+		t0 := time.Now()
 		want := j.local(d.t)
+		if dt := time.Since(t0); dt > time.Second {
+			d.t.Logf("coordinator eval of the job took %s", dt.Round(time.Millisecond))
+		}
 		sameModel(d.t, id, got, want)
 		if bytes.Equal(got, want) {
 			d.t.Logf("job %s: model byte-identical to coordinator eval (%d bytes)", id, len(got))
@@ -488,10 +512,12 @@ func TestContainerFaults(t *testing.T) {
 			l := d.leader()
 			t0 := time.Now()
 			mustDocker(t, "kill", d.coords[l].name)
+			d.down[d.coords[l].name] = true
 			t.Logf("docker kill %s (leader) at iteration %d", d.coords[l].alias, s.Iteration)
 			rec := d.recovered(id, s.Iteration, t0)
 			d.finish(map[string]job{id: dockerJob()})
 			mustDocker(t, "start", d.coords[l].name) // it restarts with its data and rejoins
+			delete(d.down, d.coords[l].name)
 			d.waitCoordinatorsReady(2 * time.Minute)
 			return rec
 		}},
@@ -501,10 +527,12 @@ func TestContainerFaults(t *testing.T) {
 			l := d.leader()
 			t0 := time.Now()
 			d.disconnect(d.coords[l])
+			d.down[d.coords[l].name] = true
 			t.Logf("network disconnect %s (leader) at iteration %d", d.coords[l].alias, s.Iteration)
 			rec := d.recovered(id, s.Iteration, t0)
 			time.Sleep(time.Until(t0.Add(30 * time.Second))) // the partition lasts 30 s
 			d.reconnect(d.coords[l])
+			delete(d.down, d.coords[l].name)
 			t.Logf("reconnected %s after %s", d.coords[l].alias, time.Since(t0).Round(time.Second))
 			d.finish(map[string]job{id: dockerJob()})
 			d.waitCoordinatorsReady(2 * time.Minute)

@@ -356,7 +356,9 @@ func (d *dcluster) waitRunning(id string, it int) jobStatus {
 	d.t.Helper()
 	var s jobStatus
 	t0 := time.Now()
-	defer func() { d.t.Logf("job %s reached iteration %d in %s", id, s.Iteration, time.Since(t0).Round(time.Millisecond)) }()
+	defer func() {
+		d.t.Logf("job %s reached iteration %d in %s", id, s.Iteration, time.Since(t0).Round(time.Millisecond))
+	}()
 	eventually(d.t, 2*time.Minute, fmt.Sprintf("job %s at iteration %d", id, it), func() error {
 		var err error
 		if s, err = d.status(id); err != nil {

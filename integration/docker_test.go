@@ -25,10 +25,12 @@ import (
 //	GPREDUCE_DOCKER=short the leader-kill scenario only (what CI runs where Docker is)
 //
 // GPREDUCE_DOCKER_IMAGES=PREFIX:TAG uses images built before (PREFIX/coordinator:TAG and
-// PREFIX/worker:TAG) instead of building them.
+// PREFIX/worker:TAG) instead of building them; GPREDUCE_DOCKER_LOGS=DIR keeps every
+// container's log in DIR/SCENARIO/NAME.log.
 const (
 	dockerEnv       = "GPREDUCE_DOCKER"
 	dockerImagesEnv = "GPREDUCE_DOCKER_IMAGES"
+	dockerLogsEnv   = "GPREDUCE_DOCKER_LOGS"
 	// dockerWorkerTimeout is the coordinators' --worker-timeout in the suite.
 	dockerWorkerTimeout = "5s"
 )
@@ -461,10 +463,39 @@ func (d *dcluster) reconnect(c container) {
 	mustDocker(d.t, "network", "connect", "--ip", c.ip, "--alias", c.alias, d.network, c.name)
 }
 
+// pause freezes a container's processes. runc's cgroup v1 freezer sometimes gives up
+// ("unable to freeze") when a process is busy at that instant; the pause is then tried
+// again, a few times.
+func (d *dcluster) pause(c container) {
+	d.t.Helper()
+	var err error
+	for try := range 5 {
+		if _, err = docker("pause", c.name); err == nil {
+			return
+		}
+		d.t.Logf("docker pause %s, try %d: %v", c.alias, try+1, err)
+		time.Sleep(200 * time.Millisecond)
+	}
+	d.t.Fatal(err)
+}
+
 // cleanup removes the containers, their volumes and the network, logging the end of every
 // container's log if the test failed.
 func (d *dcluster) cleanup() {
 	all := append(append([]container{}, d.coords...), d.workers...)
+	if dir := os.Getenv(dockerLogsEnv); dir != "" {
+		dir = filepath.Join(dir, d.prefix)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			d.t.Error(err)
+		}
+		for _, c := range all {
+			out, _ := docker("logs", "-t", c.name)
+			if err := os.WriteFile(filepath.Join(dir, c.alias+".log"), []byte(out), 0o644); err != nil {
+				d.t.Error(err)
+			}
+		}
+		d.t.Logf("container logs in %s", dir)
+	}
 	if d.t.Failed() {
 		for _, c := range all {
 			out, _ := docker("logs", "--tail", "30", c.name)
@@ -558,7 +589,7 @@ func TestContainerFaults(t *testing.T) {
 			s := d.waitRunning(id, 3)
 			w := d.workers[0]
 			t0 := time.Now()
-			mustDocker(t, "pause", w.name)
+			d.pause(w)
 			t.Logf("docker pause %s at iteration %d", w.alias, s.Iteration)
 			rec := d.recovered(id, s.Iteration, t0)
 			time.Sleep(time.Until(t0.Add(60 * time.Second))) // hung for 60 s

@@ -346,6 +346,22 @@ func (o *objects) mountedFile(t *testing.T, w workload, c corev1.Container, flag
 	t.Errorf("%s %s: --%s %s is on no mounted volume", w.kind, w.name, flag, path)
 }
 
+// mountedFiles checks that every --*-file flag set (tokens, the raft secret) names a file
+// of a mounted Secret, and that the required ones are set.
+func (o *objects) mountedFiles(t *testing.T, w workload, c corev1.Container, fs *pflag.FlagSet, required ...string) {
+	t.Helper()
+	fs.Visit(func(f *pflag.Flag) {
+		if strings.HasSuffix(f.Name, "-file") {
+			o.mountedFile(t, w, c, f.Name, f.Value.String())
+		}
+	})
+	for _, name := range required {
+		if !fs.Changed(name) {
+			t.Errorf("%s %s: --%s is not set", w.kind, w.name, name)
+		}
+	}
+}
+
 // selects reports whether the selector sel matches the labels of pod template p.
 func selects(t *testing.T, sel *metav1.LabelSelector, p map[string]string) bool {
 	t.Helper()
@@ -464,9 +480,7 @@ func checkWiring(t *testing.T, o *objects, tls bool) {
 	if got, _ := cf.GetStringSlice("join"); !slices.Equal(got, wantJoin) {
 		t.Errorf("StatefulSet %s: --join %v, want every member's API address %v", sts.Name, got, wantJoin)
 	}
-	for _, flag := range []string{"token-file", "join-token-file"} {
-		o.mountedFile(t, cw, cc, flag, cf.Lookup(flag).Value.String())
-	}
+	o.mountedFiles(t, cw, cc, cf, "token-file", "join-token-file")
 
 	// The workers: flags, ports, the coordinators to join.
 	ww := byName["Deployment"]
@@ -479,7 +493,7 @@ func checkWiring(t *testing.T, o *objects, tls bool) {
 	if adv := wf.Lookup("advertise").Value.String(); !strings.HasPrefix(adv, "10.1.2.3:") {
 		t.Errorf("Deployment %s: --advertise %q, want the pod IP", dep.Name, adv)
 	}
-	o.mountedFile(t, ww, wc, "join-token-file", wf.Lookup("join-token-file").Value.String())
+	o.mountedFiles(t, ww, wc, wf, "join-token-file")
 	if g := ww.pod.Spec.TerminationGracePeriodSeconds; g == nil {
 		t.Errorf("Deployment %s: no terminationGracePeriodSeconds", dep.Name)
 	} else if d, _ := wf.GetDuration("drain-timeout"); d.Seconds() >= float64(*g) {

@@ -46,6 +46,7 @@ func Execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.AddCommand(newEvalCmd(e), newDemoCmd(e), newClusterPredictCmd(e), newImportCmd(e))
 	root.AddCommand(newSubmitCmd(e), newStatusCmd(e), newJobsCmd(e), newCancelCmd(e), newDeleteCmd(e), newLogsCmd(e),
 		newMembersCmd(e), newWorkersCmd(e), newModelCmd(e), newServeCmd(e))
+	addVersion(root)
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)

@@ -28,6 +28,7 @@ const raftSecretEnv = "GPREDUCE_RAFT_SECRET"
 type serveFlags struct {
 	id, raftAddr, apiAddr, dataDir  string
 	raftAdvertise, apiAdvertise     string
+	bootstrapID                     string
 	bootstrap                       bool
 	join                            []string
 	tokenFile, joinTokenFile        string
@@ -61,6 +62,11 @@ A new cluster starts with one member given --bootstrap; the others are given --j
 the API address of any member (followers point to the leader) and are added as voters.
 A member whose --data-dir already holds raft state is simply restarted: --bootstrap and
 --join are then ignored, so the same command line serves the first start and every restart.
+
+For a fixed set of members started alike (a Kubernetes StatefulSet), give every member the
+same --join list of all members' API addresses and --bootstrap-id naming one of them: that
+member, when its --data-dir is empty, bootstraps a new cluster only if no peer belongs to
+one (a cold start), and otherwise joins it (its data was lost); the others join.
 
 Clients need the API token (--token-file, or env GPREDUCE_TOKEN), workers the join token
 (--join-token-file, or env GPREDUCE_JOIN_TOKEN); the members call each other with the API
@@ -96,11 +102,12 @@ secret's handshake inside). A member with neither may only run alone on a loopba
 	fl.StringVar(&f.id, "id", "", "this member's raft ID, unique in the cluster and stable across restarts (required)")
 	fl.StringVar(&f.raftAddr, "raft-addr", defaultRaftAddr, "HOST:PORT of the raft transport")
 	fl.StringVar(&f.apiAddr, "api-addr", defaultAPIAddr, "HOST:PORT of the gRPC API")
-	fl.StringVar(&f.raftAdvertise, "raft-advertise", "", "raft address the other members dial, if not --raft-addr (an IP address)")
+	fl.StringVar(&f.raftAdvertise, "raft-advertise", "", "raft address the other members dial, if not --raft-addr (host:port, a DNS name or an IP)")
 	fl.StringVar(&f.apiAdvertise, "api-advertise", "", "API address given to clients, workers and the other members, if not --api-addr")
 	fl.StringVar(&f.dataDir, "data-dir", "", "directory of the raft log, stable store and snapshots (required)")
 	fl.BoolVar(&f.bootstrap, "bootstrap", false, "start a new cluster with this member as its only voter")
 	fl.StringSliceVar(&f.join, "join", nil, "join the cluster through these API addresses (any member), comma-separated")
+	fl.StringVar(&f.bootstrapID, "bootstrap-id", "", "with --join: the member with this --id bootstraps a new cluster if its data dir is empty and no --join peer belongs to a cluster")
 	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the API token (default: env "+tokenEnv+")")
 	fl.StringVar(&f.joinTokenFile, "join-token-file", "", "file holding the workers' join token (default: env "+joinTokenEnv+")")
 	fl.StringVar(&f.raftSecretFile, "raft-secret-file", "", "file holding the secret the members authenticate and encrypt raft traffic with, the same on every member (default: env "+raftSecretEnv+", else the join token)")
@@ -153,6 +160,9 @@ func (f *serveFlags) config(log zerolog.Logger) (coordinator.ServerConfig, error
 	}
 	if f.bootstrap && len(join) > 0 {
 		return cfg, fmt.Errorf("give --bootstrap (start a new cluster) or --join (join an existing one), not both")
+	}
+	if f.bootstrapID != "" && len(join) == 0 {
+		return cfg, fmt.Errorf("--bootstrap-id %s needs --join with the API addresses of the members to ask whether a cluster exists", f.bootstrapID)
 	}
 	token, err := tokenFrom(f.tokenFile, tokenEnv, "--token-file")
 	if err != nil {
@@ -222,7 +232,7 @@ func (f *serveFlags) config(log zerolog.Logger) (coordinator.ServerConfig, error
 	}
 	return coordinator.ServerConfig{
 		ID: f.id, RaftAddr: f.raftAddr, RaftAdvertiseAddr: f.raftAdvertise, APIAddr: f.apiAddr, APIAdvertiseAddr: f.apiAdvertise,
-		DataDir: f.dataDir, Bootstrap: f.bootstrap, Join: join,
+		DataDir: f.dataDir, Bootstrap: f.bootstrap, Join: join, BootstrapIfEmpty: f.bootstrapID != "" && f.bootstrapID == f.id,
 		Token: token, JoinToken: joinToken, ServerTLS: serverTLS, ClientTLS: clientTLS, RaftSecret: []byte(raftSecret),
 		MetricsAddr: f.metricsAddr, HeartbeatTimeout: f.workerTimeout, CheckpointInterval: f.checkpointEvery,
 		TaskTimeout: f.taskTimeout, StragglerFactor: f.stragglerFactor, StragglerFloor: f.stragglerFloor, Logger: log,

@@ -129,6 +129,7 @@ func TestServeFlagErrors(t *testing.T) {
 			[]string{"--raft-addr 0.0.0.0:0", "unauthenticated", "--raft-secret-file"}},
 		{"short raft secret", []string{"--id", "x", "--data-dir", filepath.Join(dir, "h"), "--join", "127.0.0.1:1", "--raft-secret-file", short},
 			[]string{"raft secret", "at least 16"}},
+		{"bootstrap-id without join", []string{"--id", "x", "--data-dir", filepath.Join(dir, "f"), "--bootstrap-id", "x"}, []string{"--bootstrap-id", "--join"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

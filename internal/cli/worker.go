@@ -52,6 +52,7 @@ func ExecuteWorker(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	root.AddCommand(newWorkerServeCmd(&log))
+	addVersion(root)
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -76,7 +77,7 @@ type workerServeFlags struct {
 	cores                   int
 	tlsCert, tlsKey, tlsCA  string
 	metricsAddr             string
-	heartbeat               time.Duration
+	heartbeat, drainTimeout time.Duration
 	access                  accessFlags
 }
 
@@ -95,6 +96,11 @@ and required on every call to the worker. TLS is on with --tls-cert and --tls-ke
 worker's certificate serves its own service and is presented to coordinators that ask for
 one; --tls-ca verifies the coordinators and, on the worker's service, requires a client
 certificate signed by it.
+
+On SIGTERM the worker stops heartbeating, refuses new tasks (the coordinator sends them to
+other workers), lets the running ones finish for up to --drain-timeout and exits. The
+metrics address also serves /healthz and /readyz (ready: registered with the leader), and
+the gRPC address the standard grpc.health.v1.Health service.
 
 ` + dataAccessHelp,
 		Example: `  worker serve --join 10.0.0.5:7100,10.0.0.6:7100 --listen 0.0.0.0:7200 --advertise $(hostname -i):7200
@@ -127,6 +133,8 @@ certificate signed by it.
 	fl.StringVar(&f.tlsCA, "tls-ca", "", "CA certificates (PEM) that sign the coordinators' certificates; also required of clients")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "HOST:PORT of an HTTP server with Prometheus metrics at /metrics")
 	fl.DurationVar(&f.heartbeat, "heartbeat", 0, "heartbeat interval (default: what the leader asks for)")
+	fl.DurationVar(&f.drainTimeout, "drain-timeout", worker.DefaultDrainTimeout,
+		"on SIGTERM, how long running tasks may finish before they are cut off and run elsewhere (keep below the pod's terminationGracePeriodSeconds)")
 	f.access.register(cmd)
 	return cmd
 }
@@ -141,6 +149,9 @@ func (f *workerServeFlags) config(log zerolog.Logger) (worker.Config, error) {
 	}
 	if len(join) == 0 {
 		return worker.Config{}, fmt.Errorf("--join is required: give the API address of at least one coordinator (HOST:PORT, e.g. --join 10.0.0.5:7100)")
+	}
+	if f.drainTimeout <= 0 {
+		return worker.Config{}, fmt.Errorf("--drain-timeout %s: must be positive", f.drainTimeout)
 	}
 	if f.cores < 0 {
 		return worker.Config{}, fmt.Errorf("--cores %d: must be positive (0: the number of CPUs)", f.cores)
@@ -179,7 +190,7 @@ func (f *workerServeFlags) config(log zerolog.Logger) (worker.Config, error) {
 		Join: join, Listen: f.listen, Advertise: f.advertise, Name: f.name, Cores: f.cores,
 		CacheDir: f.cacheDir, CacheBytes: cacheBytes, BlobCacheBytes: blobBytes, JoinToken: token,
 		ClientTLS: clientTLS, ServerTLS: serverTLS, Logger: log,
-		HeartbeatInterval: f.heartbeat, MetricsAddr: f.metricsAddr, Data: data,
+		HeartbeatInterval: f.heartbeat, MetricsAddr: f.metricsAddr, Data: data, DrainTimeout: f.drainTimeout,
 	}, nil
 }
 

@@ -36,6 +36,7 @@ func TestWorkerCommandErrors(t *testing.T) {
 		{"missing certificate", []string{"serve", "--join", "127.0.0.1:1", "--tls-cert", filepath.Join(dir, "c.pem"), "--tls-key", filepath.Join(dir, "k.pem")}, []string{"c.pem"}},
 		{"bad cache size", []string{"serve", "--join", "127.0.0.1:1", "--cache-size", "lots"}, []string{"--cache-size", `"lots"`}},
 		{"negative cores", []string{"serve", "--join", "127.0.0.1:1", "--cores", "-2"}, []string{"--cores -2"}},
+		{"zero drain timeout", []string{"serve", "--join", "127.0.0.1:1", "--drain-timeout", "0s"}, []string{"--drain-timeout 0s", "positive"}},
 		{"bad listen", []string{"serve", "--join", "127.0.0.1:1", "--listen", "nowhere"}, []string{"listen address"}},
 		{"bad log level", []string{"serve", "--join", "127.0.0.1:1", "--log-level", "loud"}, []string{"--log-level"}},
 		{"stray argument", []string{"serve", "--join", "127.0.0.1:1", "extra"}, []string{"unknown command"}},

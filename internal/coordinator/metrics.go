@@ -91,11 +91,9 @@ func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
 }
 
-// serve serves /metrics on lis until ctx ends.
-func (m *metrics) serve(ctx context.Context, lis net.Listener) error {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", m.handler())
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+// serveHTTP serves h on lis until ctx ends.
+func serveHTTP(ctx context.Context, lis net.Listener, h http.Handler) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	stop := context.AfterFunc(ctx, func() { _ = srv.Close() })
 	defer stop()
 	if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {

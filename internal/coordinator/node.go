@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -91,7 +90,9 @@ type Config struct {
 	// (see Node.Addr); a restarted node must use the address the cluster knows it by.
 	RaftAddr string
 	// AdvertiseAddr is the address other members dial, if it differs from RaftAddr (for
-	// example when RaftAddr is 0.0.0.0:7000). It must resolve to an IP address.
+	// example when RaftAddr is 0.0.0.0:7000): host:port with a DNS name or an IP. A DNS
+	// name is resolved on every dial, so a member keeps its raft address when its IP
+	// changes (a Kubernetes StatefulSet pod's stable name).
 	AdvertiseAddr string
 	// DataDir holds the raft log and stable store (raft.db) and the snapshots.
 	DataDir string
@@ -263,22 +264,16 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("open node %s: open snapshot store: %w", cfg.ID, err)
 	}
 
-	var advertise net.Addr
-	if cfg.AdvertiseAddr != "" {
-		if advertise, err = net.ResolveTCPAddr("tcp", cfg.AdvertiseAddr); err != nil {
-			return nil, fmt.Errorf("open node %s: resolve advertise address: %w", cfg.ID, err)
-		}
-	}
 	if !cfg.Security.enabled() && (!isLoopbackAddr(cfg.RaftAddr) || (cfg.AdvertiseAddr != "" && !isLoopbackAddr(cfg.AdvertiseAddr))) {
 		return nil, fmt.Errorf("open node %s: raft address %s is not loopback: %w", cfg.ID, cmp.Or(cfg.AdvertiseAddr, cfg.RaftAddr), ErrInsecureRaft)
 	}
-	stream, err := newRaftStream(cfg.RaftAddr, advertise, cfg.ID, cfg.Security, cfg.TransportTimeout,
+	stream, err := newRaftStream(cfg.RaftAddr, cfg.AdvertiseAddr, cfg.ID, cfg.Security, cfg.TransportTimeout,
 		logger.With().Str("component", "raft-stream").Logger())
 	if err != nil {
 		return nil, fmt.Errorf("open node %s: raft transport on %s: %w", cfg.ID, cfg.RaftAddr, err)
 	}
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: stream, MaxPool: 3, Timeout: cfg.TransportTimeout, Logger: hl.Named("transport"),
+		Stream: stream, MaxPool: transportPool, Timeout: cfg.TransportTimeout, Logger: hl.Named("transport"),
 	})
 	cleanup = append(cleanup, trans.Close)
 

@@ -112,7 +112,7 @@ var _ raft.StreamLayer = (*raftStream)(nil)
 
 // newRaftStream listens on bind and returns the stream layer; advertise (nil: the listening
 // address) is the address other members dial. timeout bounds each handshake.
-func newRaftStream(bind string, advertise net.Addr, id string, sec RaftSecurity, timeout time.Duration, log zerolog.Logger) (*raftStream, error) {
+func newRaftStream(bind, advertise string, id string, sec RaftSecurity, timeout time.Duration, log zerolog.Logger) (*raftStream, error) {
 	if err := sec.validate(); err != nil {
 		return nil, err
 	}
@@ -139,13 +139,9 @@ func newRaftStream(bind string, advertise net.Addr, id string, sec RaftSecurity,
 		return nil, err
 	}
 	s.ln = ln
-	s.advertise = advertise
-	if s.advertise == nil {
-		s.advertise = ln.Addr()
-	}
-	if a, ok := s.advertise.(*net.TCPAddr); !ok || a.IP == nil || a.IP.IsUnspecified() {
+	if s.advertise, err = advertisedRaftAddr(advertise, ln.Addr()); err != nil {
 		_ = ln.Close()
-		return nil, fmt.Errorf("raft stream: %v is not an address other members can dial: give an advertise address", s.advertise)
+		return nil, fmt.Errorf("raft stream: %w", err)
 	}
 	s.wg.Go(s.acceptLoop)
 	return s, nil

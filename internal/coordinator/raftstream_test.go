@@ -78,7 +78,7 @@ func (ca testCA) configs(t *testing.T, trust testCA) RaftSecurity {
 
 func newTestStream(t *testing.T, id string, sec RaftSecurity) *raftStream {
 	t.Helper()
-	s, err := newRaftStream("127.0.0.1:0", nil, id, sec, 2*time.Second, zerolog.Nop())
+	s, err := newRaftStream("127.0.0.1:0", "", id, sec, 2*time.Second, zerolog.Nop())
 	if err != nil {
 		t.Fatalf("newRaftStream(%s): %v", id, err)
 	}

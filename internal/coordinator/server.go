@@ -16,6 +16,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -41,7 +43,8 @@ type ServerConfig struct {
 	// RaftAddr is the host:port of the raft transport (port 0 picks a free port).
 	RaftAddr string
 	// RaftAdvertiseAddr is the raft address the other members dial, if it differs from
-	// RaftAddr (for example when RaftAddr is 0.0.0.0:7000); it must resolve to an IP.
+	// RaftAddr (for example when RaftAddr is 0.0.0.0:7000): host:port with a DNS name or
+	// an IP (see Config.AdvertiseAddr).
 	RaftAdvertiseAddr string
 	// APIAddr is the host:port of the gRPC API (port 0 picks a free port; see APIAddr).
 	APIAddr string
@@ -57,6 +60,11 @@ type ServerConfig struct {
 	// Bootstrap) asks them, following redirects to the leader, to add it as a voter, and
 	// OpenServer returns once it was added.
 	Join []string
+	// BootstrapIfEmpty, with Join, makes a member without raft state bootstrap a new
+	// cluster only if none of the Join addresses belongs to a cluster; otherwise it joins.
+	// Give it to one member (a StatefulSet's ordinal 0): a cold start bootstraps there, and
+	// that member rejoins, rather than splitting the cluster, when its data is lost.
+	BootstrapIfEmpty bool
 	// Token is the API token clients (and the other members) must present; JoinToken the
 	// token of workers, also sent to the workers on every task. Empty tokens require nothing.
 	Token, JoinToken string
@@ -151,6 +159,7 @@ type Server struct {
 	workers   *connCache // to the workers, with the join token
 	peers     *connCache // to the other members, with the API token
 	grpc      *grpc.Server
+	health    *health.Server // the standard gRPC health service
 	lis       net.Listener
 	advertise string // this member's API address as recorded for the others
 
@@ -223,25 +232,32 @@ func OpenServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(maxMessageBytes), grpc.MaxSendMsgSize(maxMessageBytes),
-		grpc.ChainUnaryInterceptor(s.metrics.grpc.unary, auth.UnaryServerInterceptor(policy(cfg.Token, cfg.JoinToken), log)),
-		grpc.ChainStreamInterceptor(s.metrics.grpc.stream, auth.StreamServerInterceptor(policy(cfg.Token, cfg.JoinToken), log)),
+		grpc.ChainUnaryInterceptor(s.metrics.grpc.unary, auth.UnaryServerInterceptor(auth.OpenHealth(policy(cfg.Token, cfg.JoinToken)), log)),
+		grpc.ChainStreamInterceptor(s.metrics.grpc.stream, auth.StreamServerInterceptor(auth.OpenHealth(policy(cfg.Token, cfg.JoinToken)), log)),
 	}
 	if cfg.ServerTLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.ServerTLS)))
 	}
 	s.grpc = grpc.NewServer(opts...)
 	pb.RegisterCoordinatorServer(s.grpc, s)
+	s.health = newHealthServer()
+	healthpb.RegisterHealthServer(s.grpc, s.health)
 	s.bg.Go(func() {
 		if err := s.grpc.Serve(lis); err != nil {
 			s.serveErr <- err
 		}
 	})
 	s.bg.Go(func() { s.syncMember(s.bgCtx) })
+	s.bg.Go(func() { s.watchHealth(s.bgCtx) })
 	log.Info().Str("api_addr", s.APIAddr()).Str("advertise", s.advertise).Str("raft_addr", node.Addr()).
 		Bool("tls", cfg.ServerTLS != nil).Msg("coordinator API serving")
 
 	if len(cfg.Join) > 0 && !cfg.Bootstrap && !node.HadState() {
-		if err := s.join(ctx); err != nil {
+		join := s.join
+		if cfg.BootstrapIfEmpty {
+			join = s.bootstrapOrJoin
+		}
+		if err := join(ctx); err != nil {
 			return nil, errors.Join(err, s.Close())
 		}
 	}
@@ -332,7 +348,7 @@ func (s *Server) Run(ctx context.Context) error {
 		if mlis, err = net.Listen("tcp", s.cfg.MetricsAddr); err != nil {
 			return fmt.Errorf("run server %s: metrics listener: %w", s.cfg.ID, err)
 		}
-		s.log.Info().Str("addr", mlis.Addr().String()).Msg("serving metrics at /metrics")
+		s.log.Info().Str("addr", mlis.Addr().String()).Msg("serving /metrics, /healthz and /readyz")
 	}
 	errc := make(chan error, 2)
 	var wg sync.WaitGroup
@@ -342,7 +358,7 @@ func (s *Server) Run(ctx context.Context) error {
 	wg.Go(func() { s.runRetention(ctx) })
 	if mlis != nil {
 		wg.Go(func() {
-			if err := s.metrics.serve(ctx, mlis); err != nil {
+			if err := serveHTTP(ctx, mlis, s.HealthHandler()); err != nil {
 				errc <- fmt.Errorf("metrics: %w", err)
 				cancel()
 			}

@@ -14,7 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -22,6 +21,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/gpreduce/gpreduce/internal/auth"
 	"github.com/gpreduce/gpreduce/internal/shard"
@@ -37,8 +37,9 @@ const (
 	DefaultHeartbeatInterval = 2 * time.Second
 	// MaxMessageBytes bounds gRPC messages both ways: Gram statistics are s^2 doubles.
 	MaxMessageBytes = 1 << 30
-	// stopGrace is how long Run waits for running calls when it stops, before cutting them off.
-	stopGrace = 10 * time.Second
+	// DefaultDrainTimeout is how long Run waits for running calls when it stops, before
+	// cutting them off.
+	DefaultDrainTimeout = 10 * time.Second
 )
 
 // Config configures a worker.
@@ -81,7 +82,7 @@ type Config struct {
 	// HeartbeatInterval overrides the interval the leader asks for at registration.
 	HeartbeatInterval time.Duration
 	// MetricsAddr, if set, is the host:port of an HTTP server with Prometheus metrics at
-	// /metrics.
+	// /metrics and the probes /healthz and /readyz.
 	MetricsAddr string
 	// UnregisteredTasks makes the Worker service run tasks that carry no session of a
 	// registration (wire.SessionKey): for tests and benchmarks that drive a worker without a
@@ -96,6 +97,11 @@ type Config struct {
 	// shard.NewAccess) and the bounds of reading them. Every task, the rows task included,
 	// loads its shard through it.
 	Data shard.Reader
+	// DrainTimeout is how long a stopping worker lets its running tasks finish (their
+	// results reach the coordinator) before cutting them off (the coordinator then runs
+	// them elsewhere); new tasks are refused at once (default DefaultDrainTimeout). Keep it
+	// below Kubernetes' terminationGracePeriodSeconds.
+	DrainTimeout time.Duration
 }
 
 // Worker is a worker process: it serves the Worker gRPC service and keeps itself
@@ -114,8 +120,9 @@ type Worker struct {
 	// running and peak count the tasks and loads holding a core, for tests and metrics.
 	running, peak atomic.Int64
 
-	started atomic.Bool
-	ready   chan struct{}
+	started  atomic.Bool
+	draining atomic.Bool // Run is stopping
+	ready    chan struct{}
 
 	mu        sync.Mutex
 	addr      string
@@ -160,6 +167,12 @@ func New(cfg Config) (*Worker, error) {
 	}
 	if cfg.CacheDiskBytes == 0 {
 		cfg.CacheDiskBytes = 4 * cfg.CacheBytes
+	}
+	if cfg.DrainTimeout < 0 {
+		return nil, fmt.Errorf("worker: negative drain timeout %v", cfg.DrainTimeout)
+	}
+	if cfg.DrainTimeout == 0 {
+		cfg.DrainTimeout = DefaultDrainTimeout
 	}
 	if cfg.HeartbeatInterval < 0 {
 		return nil, fmt.Errorf("worker: negative heartbeat interval %v", cfg.HeartbeatInterval)
@@ -305,13 +318,15 @@ func (w *Worker) Run(ctx context.Context) error {
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes),
 		grpc.ChainUnaryInterceptor(w.interceptors()...),
-		grpc.StreamInterceptor(auth.StreamServerInterceptor(auth.Static(w.cfg.JoinToken), w.log)),
+		grpc.StreamInterceptor(auth.StreamServerInterceptor(auth.OpenHealth(auth.Static(w.cfg.JoinToken)), w.log)),
 	}
 	if w.cfg.ServerTLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(w.cfg.ServerTLS)))
 	}
 	srv := grpc.NewServer(opts...)
 	pb.RegisterWorkerServer(srv, w)
+	hs := newHealthServer()
+	healthpb.RegisterHealthServer(srv, hs)
 	if w.cfg.JoinToken == "" {
 		w.log.Warn().Msg("no join token: the Worker service accepts calls from anyone who can reach it")
 	}
@@ -329,9 +344,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}()
 	var msrv *http.Server
 	if mlis != nil {
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(w.metrics.reg, promhttp.HandlerOpts{Registry: w.metrics.reg}))
-		msrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		msrv = &http.Server{Handler: w.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -346,6 +359,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		defer wg.Done()
 		reg.run(ctx)
 	}()
+	wg.Go(func() { w.watchHealth(ctx, hs) })
 	w.log.Info().Str("listen", w.Addr()).Str("advertise", advertise).Int("cores", w.cfg.Cores).
 		Str("metrics", w.MetricsAddr()).Msg("worker serving")
 	close(w.ready)
@@ -355,7 +369,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	case runErr = <-errc:
 	}
+	w.draining.Store(true)
 	cancel()
+	w.log.Info().Dur("drain_timeout", w.cfg.DrainTimeout).Msg("stopping: refusing new tasks, finishing the running ones")
 	stopped := make(chan struct{})
 	go func() {
 		srv.GracefulStop()
@@ -363,8 +379,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	}()
 	select {
 	case <-stopped:
-	case <-time.After(stopGrace):
-		w.log.Warn().Dur("grace", stopGrace).Msg("calls still running after the grace period: cutting them off")
+	case <-time.After(w.cfg.DrainTimeout):
+		w.log.Warn().Dur("drain_timeout", w.cfg.DrainTimeout).Msg("calls still running after the drain timeout: cutting them off (the coordinator runs them elsewhere)")
 		srv.Stop()
 		<-stopped
 	}
@@ -382,7 +398,7 @@ func (w *Worker) Run(ctx context.Context) error {
 // interceptors are the Worker service's unary interceptors: the token check, then
 // Config.Interceptor.
 func (w *Worker) interceptors() []grpc.UnaryServerInterceptor {
-	out := []grpc.UnaryServerInterceptor{auth.UnaryServerInterceptor(auth.Static(w.cfg.JoinToken), w.log)}
+	out := []grpc.UnaryServerInterceptor{auth.UnaryServerInterceptor(auth.OpenHealth(auth.Static(w.cfg.JoinToken)), w.log)}
 	if w.cfg.Interceptor != nil {
 		out = append(out, w.cfg.Interceptor)
 	}

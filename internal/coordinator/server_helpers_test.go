@@ -38,7 +38,7 @@ func testServerConfig(t testing.TB, id string, log zerolog.Logger) ServerConfig 
 		HeartbeatTimeout: time.Second,
 		RaftSecret:       []byte(testRaftSecret),
 		Raft: RaftTuning{
-			ApplyTimeout:       5 * time.Second,
+			ApplyTimeout: 5 * time.Second,
 			// Long enough that a loaded 2-core machine does not start elections by itself.
 			HeartbeatTimeout:   500 * time.Millisecond,
 			ElectionTimeout:    500 * time.Millisecond,

@@ -111,7 +111,8 @@ func TestDrainOnStop(t *testing.T) {
 			close(release)
 		}
 	}()
-	w, err := New(Config{Join: []string{startCoordinator(t, "").addr}, Listen: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", Cores: 2})
+	w, err := New(Config{Join: []string{startCoordinator(t, "").addr}, Listen: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", Cores: 2,
+		UnregisteredTasks: true}) // the test sends the task itself, as no leader does
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -123,6 +123,7 @@ type dcluster struct {
 	network       string
 	subnet        string // the first three octets of the network's /24
 	token, join   string
+	raftSecret    string
 	coordImage    string
 	workerImage   string
 	dir           string
@@ -148,6 +149,7 @@ func newDCluster(t *testing.T, n int) *dcluster {
 	}
 	d := &dcluster{t: t, prefix: fmt.Sprintf("gpr-%d-%s", os.Getpid(), strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))),
 		token: fmt.Sprintf("api-%x", rand.Uint64()), join: fmt.Sprintf("join-%x", rand.Uint64()),
+		raftSecret: fmt.Sprintf("raft-%x-%x", rand.Uint64(), rand.Uint64()),
 		coordImage: coordImage, workerImage: workerImage, dir: t.TempDir(), stoppedWorker: map[string]bool{}, down: map[string]bool{}}
 	d.prefix = strings.Map(func(r rune) rune {
 		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' {
@@ -203,8 +205,8 @@ func (d *dcluster) runCoordinator(i int) {
 	c := d.coords[i]
 	mustDocker(d.t, "run", "-d", "--name", c.name, "--network", d.network, "--ip", c.ip, "--network-alias", c.alias,
 		"--read-only", "-v", c.name+"-data:/data", "-v", data.dir+":"+data.dir+":ro",
-		"-e", "GPREDUCE_TOKEN="+d.token, "-e", "GPREDUCE_JOIN_TOKEN="+d.join,
-		d.coordImage, "serve", "--id", c.alias, "--data-dir", "/data",
+		"-e", "GPREDUCE_TOKEN="+d.token, "-e", "GPREDUCE_JOIN_TOKEN="+d.join, "-e", "GPREDUCE_RAFT_SECRET="+d.raftSecret,
+		d.coordImage, "serve", "--id", c.alias, "--data-dir", "/data", "--data-root", data.dir,
 		"--raft-addr", "0.0.0.0:7000", "--raft-advertise", c.alias+":7000",
 		"--api-addr", "0.0.0.0:7100", "--api-advertise", c.ip+":7100",
 		"--join", d.apis(), "--bootstrap-id", "c0", "--metrics-addr", "0.0.0.0:9100",
@@ -221,7 +223,7 @@ func (d *dcluster) addWorkers(n int) {
 			"--read-only", "-v", data.dir+":"+data.dir+":ro", "-e", "GPREDUCE_JOIN_TOKEN="+d.join,
 			d.workerImage, "serve", "--join", d.apis(), "--listen", "0.0.0.0:7200", "--advertise", w.ip+":7200",
 			"--name", w.alias, "--cores", "1", "--cache-size", "256MiB", "--metrics-addr", "0.0.0.0:9200",
-			"--drain-timeout", "20s", "--log-level", "info")
+			"--drain-timeout", "20s", "--log-level", "info", "--data-root", data.dir)
 		d.workers = append(d.workers, w)
 	}
 	d.waitWorkers(2 * time.Minute)

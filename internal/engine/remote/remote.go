@@ -99,7 +99,8 @@ type Config struct {
 	// of its round that completed, or of the previous round while none has), a backup copy
 	// starts on another worker with room, and the first result wins. Both copies compute the
 	// same bits (tasks are deterministic per shard), so backups change only the time. The
-	// worker overtaken by a backup gets no more shards in that round. Defaults
+	// worker overtaken by a backup gets no more shards in that round, and owns none in the
+	// rounds that start within the next minute while another worker is live. Defaults
 	// DefaultStragglerFactor and DefaultStragglerFloor; a negative factor turns backups off.
 	StragglerFactor float64
 	StragglerFloor  time.Duration
@@ -209,6 +210,9 @@ type Engine struct {
 	// lastMedian is the median task duration of the last round (0: none yet), the straggler
 	// baseline of a round until one of its own tasks completes.
 	lastMedian time.Duration
+	// suspects maps the IDs of the workers a straggler backup overtook to when they may own
+	// shards again (see suspectFor).
+	suspects map[string]time.Time
 }
 
 var _ engine.Engine = (*Engine)(nil)
@@ -251,13 +255,14 @@ func New(cfg Config) (*Engine, error) {
 		cfg.StragglerFloor = DefaultStragglerFloor
 	}
 	e := &Engine{
-		cfg:    cfg,
-		shards: append([]shard.Ref(nil), cfg.Shards...),
-		refs:   make([]*pb.ShardRef, len(cfg.Shards)),
-		source: wire.EncodeSource(cfg.Source),
-		sem:    make(chan struct{}, 1),
-		owners: make([]string, len(cfg.Shards)),
-		held:   map[Worker]map[[32]byte]uint64{},
+		cfg:      cfg,
+		shards:   append([]shard.Ref(nil), cfg.Shards...),
+		refs:     make([]*pb.ShardRef, len(cfg.Shards)),
+		source:   wire.EncodeSource(cfg.Source),
+		sem:      make(chan struct{}, 1),
+		owners:   make([]string, len(cfg.Shards)),
+		held:     map[Worker]map[[32]byte]uint64{},
+		suspects: map[string]time.Time{},
 	}
 	for i, r := range e.shards {
 		e.refs[i] = wire.EncodeRef(r)

@@ -17,6 +17,11 @@ import (
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
 
+// suspectFor is how long a worker that a straggler backup overtook owns no shards (at round
+// starts, while another worker is live): a hung worker then costs one straggler deadline per
+// suspectFor, not one per round.
+const suspectFor = time.Minute
+
 // maxRetryBackoff caps the wait before a shard is retried on a worker that already failed in
 // this round (which happens only when every live worker has failed).
 const maxRetryBackoff = 2 * time.Second
@@ -81,9 +86,12 @@ type round struct {
 	median    time.Duration
 	medianOK  bool
 
-	live     map[string]Worker
-	sorted   []Worker // live, by ID
-	failed   map[string]bool
+	live   map[string]Worker
+	sorted []Worker // live, by ID
+	failed map[string]bool
+	// suspect are the live workers a straggler backup overtook within suspectFor: they own
+	// no shards this round and take tasks only when no other worker is healthy.
+	suspect  map[string]bool
 	load     map[string]int // attempts running per worker ID
 	attempts map[int]*attempt
 	nextID   int
@@ -126,6 +134,7 @@ func (r *round) run() ([]reduce.Stats, error) {
 	start := time.Now()
 	r.setLive(r.e.cfg.Pool.Live())
 	r.e.pruneHeld(r.sorted)
+	r.benchSuspects(start)
 	r.reconcile()
 	ticker := time.NewTicker(r.e.cfg.PollInterval)
 	defer ticker.Stop()
@@ -166,7 +175,11 @@ func (r *round) setLive(ws []Worker) {
 
 // reconcile updates the shard owners at the round boundary and logs the moves.
 func (r *round) reconcile() {
-	orphans, rebalanced := reconcile(r.e.owners, r.sorted)
+	eligible := r.sorted
+	if len(r.suspect) > 0 {
+		eligible = slices.DeleteFunc(slices.Clone(r.sorted), func(w Worker) bool { return r.suspect[w.ID] })
+	}
+	orphans, rebalanced := reconcile(r.e.owners, eligible)
 	for _, m := range orphans {
 		if m.from == "" {
 			r.log.Debug().Int("shard", m.shard).Str("worker", m.to).Msg("shard assigned")
@@ -181,11 +194,36 @@ func (r *round) reconcile() {
 	}
 }
 
-// healthy returns the live workers that have not failed in this round, by ID.
+// benchSuspects drops the expired suspects of the engine and benches the others for this
+// round, unless no other worker is live.
+func (r *round) benchSuspects(now time.Time) {
+	for id, until := range r.e.suspects {
+		if !now.Before(until) {
+			delete(r.e.suspects, id)
+		}
+	}
+	bench := map[string]bool{}
+	for _, w := range r.sorted {
+		if _, ok := r.e.suspects[w.ID]; ok {
+			bench[w.ID] = true
+		}
+	}
+	if len(bench) == 0 || len(bench) == len(r.sorted) {
+		return
+	}
+	r.suspect = bench
+	for id := range bench {
+		r.log.Info().Str("worker", id).Time("until", r.e.suspects[id]).
+			Msg("worker benched: a straggler backup overtook it recently; its shards run elsewhere this round")
+	}
+}
+
+// healthy returns the live workers that have neither failed in this round nor been benched
+// for it, by ID.
 func (r *round) healthy() []Worker {
 	var h []Worker
 	for _, w := range r.sorted {
-		if !r.failed[w.ID] {
+		if !r.failed[w.ID] && !r.suspect[w.ID] {
 			h = append(h, w)
 		}
 	}
@@ -414,6 +452,7 @@ func (r *round) settleStraggler(s int, a *attempt) {
 		if len(r.healthy()) > 1 {
 			r.failed[slow.worker.ID] = true
 		}
+		r.e.suspects[slow.worker.ID] = time.Now().Add(suspectFor)
 	} else {
 		r.log.Info().Int("shard", s).Str("slow_worker", slow.worker.ID).Msg("straggler: the slow task finished first after all")
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -199,6 +200,9 @@ type Node struct {
 	store *raftboltdb.BoltStore
 
 	existing bool // the data dir held raft state when the node opened
+	// readTerm is the raft term in which a barrier of this node's last committed, so that
+	// ReadIndex may answer from the commit index without another one.
+	readTerm atomic.Uint64
 
 	mu       sync.Mutex // guards subs, closed
 	subs     []chan bool
@@ -538,13 +542,59 @@ func (n *Node) keepBlobs() {
 func (n *Node) Blob(hash string) ([]byte, error) { return n.fsm.localBlob(hash) }
 
 // ReadIndex returns an index such that a member whose state has applied it (see
-// WaitApplied) reflects every command committed before the call: a barrier commits through
-// a quorum (so this node still leads) and applies everything before it. Leader only.
+// WaitApplied) reflects every command committed before the call, once this node's own state
+// does. Leader only. It is raft's read-index protocol (Ongaro, "Consensus: Bridging Theory
+// and Practice", §6.4): the first read of a term runs a barrier, an entry of the term whose
+// commit covers every earlier entry; later reads confirm leadership with a heartbeat round
+// (VerifyLeader, no log write), take the commit index and wait until the state has applied
+// every command up to it.
 func (n *Node) ReadIndex(ctx context.Context) (uint64, error) {
-	if err := n.Barrier(ctx); err != nil {
+	if err := n.checkLeader(); err != nil {
+		return 0, fmt.Errorf("read index: %w", err)
+	}
+	term := n.raft.CurrentTerm()
+	if n.readTerm.Load() != term {
+		if err := n.Barrier(ctx); err != nil {
+			return 0, fmt.Errorf("read index: %w", err)
+		}
+		n.readTerm.Store(term)
+		return n.fsm.appliedIndex(), nil
+	}
+	if err := n.await(ctx, n.raft.VerifyLeader()); err != nil {
+		return 0, fmt.Errorf("read index: %w", err)
+	}
+	if err := n.waitCommandsApplied(ctx, n.raft.CommitIndex()); err != nil {
 		return 0, fmt.Errorf("read index: %w", err)
 	}
 	return n.fsm.appliedIndex(), nil
+}
+
+// waitCommandsApplied waits until the state has applied every command at or below raft
+// index commit. Barriers, no-ops and configuration changes never reach the state, so it
+// looks at the log entries after the last command applied.
+func (n *Node) waitCommandsApplied(ctx context.Context, commit uint64) error {
+	for {
+		changed := n.fsm.updates()
+		pending := false
+		for i := n.fsm.appliedIndex() + 1; i <= commit; i++ {
+			var l raft.Log
+			if err := n.store.GetLog(i, &l); err != nil {
+				continue // compacted into a snapshot, hence applied
+			}
+			if l.Type == raft.LogCommand {
+				pending = true
+				break
+			}
+		}
+		if !pending {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // WaitApplied waits until this node's state has applied index (from ReadIndex), or ctx ends.

@@ -101,8 +101,8 @@ workers are verified against it.`,
 	fl.DurationVar(&f.raftLeaderLease, "raft-leader-lease-timeout", 0, "raft leader lease timeout (default: raft's, 500ms)")
 	fl.DurationVar(&f.raftSnapEvery, "raft-snapshot-interval", 0, "how often raft checks whether to snapshot (default: raft's, 120s)")
 	fl.Uint64Var(&f.raftSnapThreshold, "raft-snapshot-threshold", 0, "log entries since the last snapshot that trigger one (default 1024)")
-	fl.Uint64Var(&f.raftTrailing, "raft-trailing-logs", 0, "log entries kept after a snapshot (default 64)")
-	fl.Int64Var(&f.raftSnapBytes, "raft-snapshot-bytes", 0, "command bytes since the last snapshot that trigger one (default 4 MiB)")
+	fl.Uint64Var(&f.raftTrailing, "raft-trailing-logs", 0, "log entries kept after a snapshot (default 16)")
+	fl.Int64Var(&f.raftSnapBytes, "raft-snapshot-bytes", 0, "command bytes since the last snapshot that trigger one (default 8 MiB)")
 	fl.DurationVar(&f.taskTimeout, "task-timeout", 0, "bound of one task attempt on a worker (default: the remote engine's)")
 	for _, n := range []string{"raft-heartbeat-timeout", "raft-election-timeout", "raft-leader-lease-timeout", "raft-snapshot-interval",
 		"raft-snapshot-threshold", "raft-trailing-logs", "raft-snapshot-bytes", "task-timeout"} {

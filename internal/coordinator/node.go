@@ -24,19 +24,20 @@ import (
 // ModelChunkBytes but are stored outside it (in the blob store, by content hash), so a
 // snapshot compacts them away. A snapshot is taken after SnapshotThreshold entries or
 // SnapshotBytes bytes of commands, whichever comes first, and keeps TrailingLogs entries, so
-// the log holds at most about SnapshotBytes + TrailingLogs*ModelChunkBytes bytes (12 MiB
-// with the defaults; snapshots are cheap, as they hold no model bytes). bbolt never shrinks raft.db, so this bound is also its file size. The
+// the log holds at most about SnapshotBytes + TrailingLogs*ModelChunkBytes bytes (24 MiB
+// with the defaults; snapshots are cheap, as they hold no model bytes, and a follower more
+// than TrailingLogs entries behind installs one and fetches the blobs it lacks). bbolt never shrinks raft.db, so this bound is also its file size. The
 // data directory then holds raft.db, the blob store (the models of the jobs kept and the
 // checkpoints of the running ones) and the snapshots (job records, events and blob hashes):
-// about 12 MiB plus the live blob bytes, which retention bounds.
+// about 24 MiB plus the live blob bytes, which retention bounds.
 const (
 	DefaultApplyTimeout       = 10 * time.Second
 	DefaultMaxCheckpointBytes = 64 << 20
 	DefaultMaxModelBytes      = 512 << 20
-	DefaultModelChunkBytes    = 128 << 10
+	DefaultModelChunkBytes    = 1 << 20
 	DefaultSnapshotThreshold  = 1024
-	DefaultSnapshotBytes      = 4 << 20
-	DefaultTrailingLogs       = 64
+	DefaultSnapshotBytes      = 8 << 20
+	DefaultTrailingLogs       = 16
 	DefaultTransportTimeout   = 10 * time.Second
 )
 
@@ -113,18 +114,18 @@ type Config struct {
 	// MaxModelBytes is the largest model PutModel accepts (default 512 MiB).
 	MaxModelBytes int64
 	// ModelChunkBytes is the size of the chunks PutModel and SaveCheckpoint write models and
-	// checkpoints in (default 128 KiB); it bounds the size of a log entry.
+	// checkpoints in (default 1 MiB); it bounds the size of a log entry.
 	ModelChunkBytes int
 
 	// SnapshotThreshold is the number of log entries since the last snapshot that triggers
 	// a snapshot (default 1024).
 	SnapshotThreshold uint64
 	// SnapshotBytes is the number of command bytes applied since the last snapshot that
-	// triggers one (default 4 MiB), checked every 250 ms.
+	// triggers one (default 8 MiB), checked every 250 ms.
 	SnapshotBytes int64
 	// SnapshotInterval is how often raft checks whether to snapshot (raft's default 120 s).
 	SnapshotInterval time.Duration
-	// TrailingLogs is the number of log entries kept after a snapshot (default 64), so a
+	// TrailingLogs is the number of log entries kept after a snapshot (default 16), so a
 	// follower that lags by fewer catches up from the log rather than a snapshot.
 	TrailingLogs uint64
 

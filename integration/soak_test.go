@@ -17,7 +17,7 @@ import (
 const soakEnv = "GPREDUCE_SOAK"
 
 // soakJob is a small gl job on the 2-input data: 12 x 12 nodes (144 features, so a
-// checkpoint of about 170 KB, in two raft chunks, every 200 ms), a model of about 170 KB.
+// checkpoint of about 170 KB every 200 ms), a model of about 170 KB.
 // The upper lengthscale bound varies with i so that every job trains a different model (the
 // coordinators would store equal models once).
 func soakJob(i int) []string {

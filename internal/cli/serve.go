@@ -130,8 +130,8 @@ secret's handshake inside). A member with neither may only run alone on a loopba
 	fl.DurationVar(&f.raftLeaderLease, "raft-leader-lease-timeout", 0, "raft leader lease timeout (default: raft's, 500ms)")
 	fl.DurationVar(&f.raftSnapEvery, "raft-snapshot-interval", 0, "how often raft checks whether to snapshot (default: raft's, 120s)")
 	fl.Uint64Var(&f.raftSnapThreshold, "raft-snapshot-threshold", 0, "log entries since the last snapshot that trigger one (default 1024)")
-	fl.Uint64Var(&f.raftTrailing, "raft-trailing-logs", 0, "log entries kept after a snapshot (default 64)")
-	fl.Int64Var(&f.raftSnapBytes, "raft-snapshot-bytes", 0, "command bytes since the last snapshot that trigger one (default 4 MiB)")
+	fl.Uint64Var(&f.raftTrailing, "raft-trailing-logs", 0, "log entries kept after a snapshot (default 16)")
+	fl.Int64Var(&f.raftSnapBytes, "raft-snapshot-bytes", 0, "command bytes since the last snapshot that trigger one (default 8 MiB)")
 	fl.DurationVar(&f.taskTimeout, "task-timeout", 0, "bound of one task attempt on a worker (default: the remote engine's)")
 	fl.DurationVar(&f.planTimeout, "plan-timeout", coordinator.DefaultPlanTimeout,
 		"bound of planning a job's data on the leader (a gzipped CSV or UCI split is read whole to count its rows)")

@@ -2,6 +2,8 @@ package coordinator
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"time"
@@ -96,19 +98,17 @@ func (n *Node) PutModel(ctx context.Context, id string, model, metrics []byte, n
 }
 
 // upload writes data as the chunks of a new upload of job id and returns the upload ID and
-// the number of chunks; a commit command then names them.
+// the number of chunks; a commit command then names them. The upload is named here (a
+// random ID), so every chunk is in flight at once, up to modelPipeline: raft orders them as
+// proposed and batches them into fewer disk writes and RPCs.
 func (n *Node) upload(ctx context.Context, id string, data []byte) (uint64, int, error) {
 	size := n.cfg.ModelChunkBytes
 	chunks := (len(data) + size - 1) / size
 	chunk := func(i int) []byte { return data[i*size : min((i+1)*size, len(data))] }
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	upload := binary.LittleEndian.Uint64(b[:]) | 1 // never 0, which means "the log index"
 
-	first, err := n.propose(ctx, opModelChunk, modelChunkCmd{ID: id, Seq: 0, Data: chunk(0)})
-	if err != nil {
-		return 0, 0, fmt.Errorf("chunk 0 of %d: %w", chunks, err)
-	}
-	upload := first.Upload
-	// Keep up to modelPipeline chunks in flight: raft orders them as proposed and batches
-	// them into fewer disk writes and RPCs.
 	type inflight struct {
 		seq int
 		f   raft.ApplyFuture
@@ -124,7 +124,7 @@ func (n *Node) upload(ctx context.Context, id string, data []byte) (uint64, int,
 		}
 		return nil
 	}
-	for seq := 1; seq < chunks; seq++ {
+	for seq := range chunks {
 		f, err := n.start(ctx, opModelChunk, modelChunkCmd{ID: id, Upload: upload, Seq: seq, Data: chunk(seq)})
 		if err != nil {
 			return 0, 0, fmt.Errorf("chunk %d of %d: %w", seq, chunks, err)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -23,19 +24,20 @@ import (
 // ModelChunkBytes but are stored outside it (in the blob store, by content hash), so a
 // snapshot compacts them away. A snapshot is taken after SnapshotThreshold entries or
 // SnapshotBytes bytes of commands, whichever comes first, and keeps TrailingLogs entries, so
-// the log holds at most about SnapshotBytes + TrailingLogs*ModelChunkBytes bytes (12 MiB
-// with the defaults; snapshots are cheap, as they hold no model bytes). bbolt never shrinks raft.db, so this bound is also its file size. The
+// the log holds at most about SnapshotBytes + TrailingLogs*ModelChunkBytes bytes (24 MiB
+// with the defaults; snapshots are cheap, as they hold no model bytes, and a follower more
+// than TrailingLogs entries behind installs one and fetches the blobs it lacks). bbolt never shrinks raft.db, so this bound is also its file size. The
 // data directory then holds raft.db, the blob store (the models of the jobs kept and the
 // checkpoints of the running ones) and the snapshots (job records, events and blob hashes):
-// about 12 MiB plus the live blob bytes, which retention bounds.
+// about 24 MiB plus the live blob bytes, which retention bounds.
 const (
 	DefaultApplyTimeout       = 10 * time.Second
 	DefaultMaxCheckpointBytes = 64 << 20
 	DefaultMaxModelBytes      = 512 << 20
-	DefaultModelChunkBytes    = 128 << 10
+	DefaultModelChunkBytes    = 1 << 20
 	DefaultSnapshotThreshold  = 1024
-	DefaultSnapshotBytes      = 4 << 20
-	DefaultTrailingLogs       = 64
+	DefaultSnapshotBytes      = 8 << 20
+	DefaultTrailingLogs       = 16
 	DefaultTransportTimeout   = 10 * time.Second
 )
 
@@ -114,18 +116,18 @@ type Config struct {
 	// MaxModelBytes is the largest model PutModel accepts (default 512 MiB).
 	MaxModelBytes int64
 	// ModelChunkBytes is the size of the chunks PutModel and SaveCheckpoint write models and
-	// checkpoints in (default 128 KiB); it bounds the size of a log entry.
+	// checkpoints in (default 1 MiB); it bounds the size of a log entry.
 	ModelChunkBytes int
 
 	// SnapshotThreshold is the number of log entries since the last snapshot that triggers
 	// a snapshot (default 1024).
 	SnapshotThreshold uint64
 	// SnapshotBytes is the number of command bytes applied since the last snapshot that
-	// triggers one (default 4 MiB), checked every 250 ms.
+	// triggers one (default 8 MiB), checked every 250 ms.
 	SnapshotBytes int64
 	// SnapshotInterval is how often raft checks whether to snapshot (raft's default 120 s).
 	SnapshotInterval time.Duration
-	// TrailingLogs is the number of log entries kept after a snapshot (default 64), so a
+	// TrailingLogs is the number of log entries kept after a snapshot (default 16), so a
 	// follower that lags by fewer catches up from the log rather than a snapshot.
 	TrailingLogs uint64
 
@@ -208,6 +210,9 @@ type Node struct {
 	store *raftboltdb.BoltStore
 
 	existing bool // the data dir held raft state when the node opened
+	// readTerm is the raft term in which a barrier of this node's last committed, so that
+	// ReadIndex may answer from the commit index without another one.
+	readTerm atomic.Uint64
 
 	mu       sync.Mutex // guards subs, closed
 	subs     []chan bool
@@ -605,13 +610,59 @@ func (n *Node) keepBlobs() {
 func (n *Node) Blob(hash string) ([]byte, error) { return n.fsm.localBlob(hash) }
 
 // ReadIndex returns an index such that a member whose state has applied it (see
-// WaitApplied) reflects every command committed before the call: a barrier commits through
-// a quorum (so this node still leads) and applies everything before it. Leader only.
+// WaitApplied) reflects every command committed before the call, once this node's own state
+// does. Leader only. It is raft's read-index protocol (Ongaro, "Consensus: Bridging Theory
+// and Practice", §6.4): the first read of a term runs a barrier, an entry of the term whose
+// commit covers every earlier entry; later reads confirm leadership with a heartbeat round
+// (VerifyLeader, no log write), take the commit index and wait until the state has applied
+// every command up to it.
 func (n *Node) ReadIndex(ctx context.Context) (uint64, error) {
-	if err := n.Barrier(ctx); err != nil {
+	if err := n.checkLeader(); err != nil {
+		return 0, fmt.Errorf("read index: %w", err)
+	}
+	term := n.raft.CurrentTerm()
+	if n.readTerm.Load() != term {
+		if err := n.Barrier(ctx); err != nil {
+			return 0, fmt.Errorf("read index: %w", err)
+		}
+		n.readTerm.Store(term)
+		return n.fsm.appliedIndex(), nil
+	}
+	if err := n.await(ctx, n.raft.VerifyLeader()); err != nil {
+		return 0, fmt.Errorf("read index: %w", err)
+	}
+	if err := n.waitCommandsApplied(ctx, n.raft.CommitIndex()); err != nil {
 		return 0, fmt.Errorf("read index: %w", err)
 	}
 	return n.fsm.appliedIndex(), nil
+}
+
+// waitCommandsApplied waits until the state has applied every command at or below raft
+// index commit. Barriers, no-ops and configuration changes never reach the state, so it
+// looks at the log entries after the last command applied.
+func (n *Node) waitCommandsApplied(ctx context.Context, commit uint64) error {
+	for {
+		changed := n.fsm.updates()
+		pending := false
+		for i := n.fsm.appliedIndex() + 1; i <= commit; i++ {
+			var l raft.Log
+			if err := n.store.GetLog(i, &l); err != nil {
+				continue // compacted into a snapshot, hence applied
+			}
+			if l.Type == raft.LogCommand {
+				pending = true
+				break
+			}
+		}
+		if !pending {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // WaitApplied waits until this node's state has applied index (from ReadIndex), or ctx ends.

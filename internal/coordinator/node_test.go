@@ -32,8 +32,8 @@ func TestConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.MaxCheckpointBytes != 64<<20 || cfg.ModelChunkBytes != 128<<10 || cfg.MaxModelBytes != 512<<20 || cfg.ApplyTimeout != DefaultApplyTimeout ||
-		rc.SnapshotThreshold != DefaultSnapshotThreshold || cfg.SnapshotBytes != 4<<20 || rc.TrailingLogs != 64 || rc.HeartbeatTimeout != time.Second {
+	if cfg.MaxCheckpointBytes != 64<<20 || cfg.ModelChunkBytes != 1<<20 || cfg.MaxModelBytes != 512<<20 || cfg.ApplyTimeout != DefaultApplyTimeout ||
+		rc.SnapshotThreshold != DefaultSnapshotThreshold || cfg.SnapshotBytes != 8<<20 || rc.TrailingLogs != 16 || rc.HeartbeatTimeout != time.Second {
 		t.Fatalf("defaults: %+v", cfg)
 	}
 	// Setting only a short heartbeat keeps the raft config valid.

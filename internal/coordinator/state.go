@@ -301,8 +301,9 @@ func (s *state) checkpoint(c checkpointCmd) error {
 	return nil
 }
 
-// modelChunk appends a chunk to the job's upload (of a model or a checkpoint). Chunk 0 starts a new upload (dropping
-// any unfinished one) whose ID is index, the chunk's raft log index; it returns the upload ID.
+// modelChunk appends a chunk to the job's upload (of a model or a checkpoint). Chunk 0 starts
+// a new upload (dropping any unfinished one) whose ID is the chunk's Upload, or else index,
+// the chunk's raft log index; it returns the upload ID.
 func (s *state) modelChunk(index uint64, c modelChunkCmd) (uint64, error) {
 	e, err := s.get(c.ID)
 	if err != nil {
@@ -312,8 +313,14 @@ func (s *state) modelChunk(index uint64, c modelChunkCmd) (uint64, error) {
 		return 0, fmt.Errorf("model chunk for job %q (%s): %w", c.ID, e.job.State, ErrJobNotRunning)
 	}
 	if c.Seq == 0 {
-		e.upload = &upload{id: index, chunks: [][]byte{c.Data}, size: int64(len(c.Data))}
-		return index, nil
+		// The proposer names the upload (so it can send every chunk without waiting for the
+		// first); an unnamed one takes the chunk's log index.
+		id := c.Upload
+		if id == 0 {
+			id = index
+		}
+		e.upload = &upload{id: id, chunks: [][]byte{c.Data}, size: int64(len(c.Data))}
+		return id, nil
 	}
 	u := e.upload
 	if u == nil || u.id != c.Upload {

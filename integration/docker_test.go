@@ -23,6 +23,7 @@ import (
 //
 //	GPREDUCE_DOCKER=1     every scenario (about 8 minutes, plus 2 to build the images)
 //	GPREDUCE_DOCKER=short the leader-kill scenario only (what CI runs where Docker is)
+//	GPREDUCE_DOCKER=0     none (scripts/test.sh then leaves it off even where Docker is)
 //
 // GPREDUCE_DOCKER_IMAGES=PREFIX:TAG uses images built before (PREFIX/coordinator:TAG and
 // PREFIX/worker:TAG) instead of building them; GPREDUCE_DOCKER_LOGS=DIR keeps every
@@ -41,7 +42,7 @@ func dockerMode(t *testing.T) string {
 	t.Helper()
 	mode := os.Getenv(dockerEnv)
 	switch mode {
-	case "":
+	case "", "0", "off":
 		t.Skipf("container fault suite skipped: set %s=1 (all scenarios) or %s=short (one) to run it", dockerEnv, dockerEnv)
 	case "short":
 	default:

@@ -22,7 +22,7 @@ const (
 	ncPack = 4096
 	// directMaxN is the widest product (columns of C) for which A is read in place.
 	directMaxN = 2 * nr
-	mChunk = 16 * mc
+	mChunk     = 16 * mc
 
 	// parallelFlops is the size (m n k) below which a product runs on the calling goroutine.
 	parallelFlops = 1 << 21

@@ -12,7 +12,7 @@
 // that depends only on the problem's dimensions and the package's fixed blocking constants:
 //
 //   - matrix products are blocked as in Goto and van de Geijn, "Anatomy of high-performance
-//     matrix multiplication", ACM TOMS 34(3), 2008 (§6): the inner dimension is cut into
+//     matrix multiplication", ACM TOMS 34(3), 2008: the inner dimension is cut into
 //     panels of KC = 256; within a panel each product element is accumulated from zero by
 //     fused multiply-adds in increasing k, and the panel sum is added into C by one more
 //     fused multiply-add, C = fma(alpha, acc, C), panels in increasing order;

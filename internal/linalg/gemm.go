@@ -67,6 +67,11 @@ func kernelGo(k int, a, b, c []float64, ldc int, alpha float64) {
 			}
 		}
 	}
+	storeTile(&acc, c, ldc, alpha)
+}
+
+// storeTile sets C_ij = fma(alpha, acc_ij, C_ij) for the mr x nr tile.
+func storeTile(acc *[mr][nr]float64, c []float64, ldc int, alpha float64) {
 	for i := range mr {
 		ci := c[i*ldc : i*ldc+nr]
 		for j := range nr {
@@ -89,12 +94,7 @@ func kernelDirectGo(k int, a []float64, lda int, b, c []float64, ldc int, alpha 
 			}
 		}
 	}
-	for i := range mr {
-		ci := c[i*ldc : i*ldc+nr]
-		for j := range nr {
-			ci[j] = math.FMA(alpha, acc[i][j], ci[j])
-		}
-	}
+	storeTile(&acc, c, ldc, alpha)
 }
 
 // view is op(X) of a row-major matrix: element (i, j) is data[i*stride+j], or

@@ -21,7 +21,7 @@ const (
 // definite (a pivot is not > 0, or is NaN); the factor is then incomplete.
 //
 // The algorithm is the right-looking blocked Cholesky (Golub and Van Loan, Matrix
-// Computations, 4th ed., §4.2.9): the diagonal block is factorised recursively, the panel
+// Computations, 4th ed., §4.2): the diagonal block is factorised recursively, the panel
 // below (right of) it is a triangular solve (Trsm) and the trailing matrix takes a rank-256
 // Syrk update, so nearly all flops run in the micro-kernel.
 func Potrf(a blas64.Symmetric) (t blas64.Triangular, ok bool) {

@@ -14,7 +14,7 @@ const trsmBlock = 32
 // Trsm solves op(A) X = alpha B (s = blas.Left) or X op(A) = alpha B (s = blas.Right) for X
 // with A triangular, overwriting B with X, with the arguments of blas64.Trsm.
 //
-// The solve is blocked (Golub and Van Loan, Matrix Computations, 4th ed., §3.1.4): blocks of
+// The solve is blocked (Golub and Van Loan, Matrix Computations, 4th ed., §3.1): blocks of
 // 32 rows (or columns) are solved by substitution and their contribution is subtracted from
 // the rest of B by one product.
 func Trsm(s blas.Side, tA blas.Transpose, alpha float64, a blas64.Triangular, b blas64.General) {

@@ -350,7 +350,8 @@ type GLPlan struct {
 	//
 	//	W_k = min( 2 (s_k - 1) / (AliasMargin U_k),  2 (s_k - 1) / U_k - kappa_k l_max,k ),
 	//
-	// the aliasing bound of SizeGL and the lag rule (LagFactor, MinLagFactor). Beyond about 1.2 W_k the
+	// the aliasing bound of SizeGL and the lag rule (LagFactor, MinLagFactor); for a grid
+	// given by overrides, the aliasing bound alone. Beyond about 1.2 W_k the
 	// features alias: the approximate kernel repeats itself instead of decaying.
 	Width []float64
 	// Adjusted reports that the bounds or the resolution were changed to fit the budget;
@@ -386,7 +387,11 @@ func PlanGL(f kernel.Family, c GLSizing) (*GLPlan, error) {
 		if err != nil {
 			return nil, err
 		}
-		return newPlan(U, nodes, c.LengthscaleMin, c.LengthscaleMax, ResolveFactor, nil), nil
+		p := newPlan(U, nodes, c.LengthscaleMin, c.LengthscaleMax, ResolveFactor, nil)
+		for k := range p.Width { // a grid given by hand: the aliasing bound alone
+			p.Width[k] = 2 * float64(nodes[k]-1) / (AliasMargin * U[k])
+		}
+		return p, nil
 	}
 	if err != nil && !errors.Is(err, ErrOverBudget) {
 		return nil, err
@@ -454,7 +459,7 @@ func PlanGL(f kernel.Family, c GLSizing) (*GLPlan, error) {
 		}
 		b := share[k]
 		if b < 2 {
-			return nil, fmt.Errorf("gl sizing: %w: max-features %d leaves %g node(s) for input dimension %d of %d; raise --max-features or use --method grief", ErrOverBudget, maxF, b, k, d)
+			return nil, fmt.Errorf("gl sizing: %w: max-features %d leaves %g node(s) for input dimension %d of %d; raise --max-features or use --method grief or rff", ErrOverBudget, maxF, b, k, d)
 		}
 		oldLo, oldHi := lo[k], hi[k]
 		hi[k] = math.Max(lo[k], math.Min(hi[k], FlatLengthscale*c.Range[k]))
@@ -467,12 +472,12 @@ func PlanGL(f kernel.Family, c GLSizing) (*GLPlan, error) {
 			den := 2*(b-1) - MinLagFactor*t
 			if res[k] < MinResolveFactor || den <= 0 {
 				need1 := math.Ceil(MinResolveFactor * t * 1.5)
-				return nil, fmt.Errorf("gl sizing: %w: max-features %d leaves %g nodes for input dimension %d of %d, too few for even a single lengthscale (about %g); raise --max-features to at least %.0f or use --method grief",
+				return nil, fmt.Errorf("gl sizing: %w: max-features %d leaves %g nodes for input dimension %d of %d, too few for even a single lengthscale (about %g); raise --max-features to at least %.0f or use --method grief or rff",
 					ErrOverBudget, maxF, b, k, d, need1, math.Pow(need1, float64(d)))
 			}
 			l := math.Max(hi[k], t*math.Max(AliasMargin*r/(2*(b-1)), r/den))
 			if l > c.LengthscaleMax[k] {
-				return nil, fmt.Errorf("gl sizing: %w: with %g nodes for input dimension %d the data extent %.4g needs lengthscales of at least %.4g, above the upper bound %g; raise --max-features or the upper lengthscale bound, or use --method grief",
+				return nil, fmt.Errorf("gl sizing: %w: with %g nodes for input dimension %d the data extent %.4g needs lengthscales of at least %.4g, above the upper bound %g; raise --max-features or the upper lengthscale bound, or use --method grief or rff",
 					ErrOverBudget, b, k, r, l, c.LengthscaleMax[k])
 			}
 			lo[k], hi[k] = l, l

@@ -31,6 +31,11 @@ type Spec struct {
 	NodesPerDim []int     `json:"nodes_per_dim,omitempty" yaml:"nodes_per_dim,omitempty"` // gl: override the automatic node counts
 	GLBox       []float64 `json:"gl_box,omitempty" yaml:"gl_box,omitempty"`               // gl: override the box half-widths U
 	MaxFeatures int       `json:"max_features,omitempty" yaml:"max_features,omitempty"`   // gl, rff: refuse more features than this
+	// PredictMin and PredictMax bound the inputs the model will predict at, per input column
+	// in original units (both or neither; eval sets them from its test rows): gl sizes its
+	// grid so its domain covers them as well as the training inputs.
+	PredictMin []float64 `json:"predict_min,omitempty" yaml:"predict_min,omitempty"`
+	PredictMax []float64 `json:"predict_max,omitempty" yaml:"predict_max,omitempty"`
 
 	// Exact.
 	ExactMaxRows int `json:"exact_max_rows,omitempty" yaml:"exact_max_rows,omitempty"`
@@ -136,6 +141,14 @@ func (s *Spec) Validate(d int) error {
 	for _, v := range s.GLBox {
 		if !(v > 0) || math.IsInf(v, 0) {
 			return fmt.Errorf("gl-box: %g must be positive and finite", v)
+		}
+	}
+	if len(s.PredictMin) != len(s.PredictMax) || (d > 0 && len(s.PredictMin) != 0 && len(s.PredictMin) != d) {
+		return fmt.Errorf("predict-range: %d minima and %d maxima for %d input columns; give one of each per column", len(s.PredictMin), len(s.PredictMax), d)
+	}
+	for k := range s.PredictMin {
+		if !(s.PredictMin[k] <= s.PredictMax[k]) || math.IsInf(s.PredictMin[k], 0) || math.IsInf(s.PredictMax[k], 0) {
+			return fmt.Errorf("predict-range: column %d has %g,%g; give finite LO <= HI", k, s.PredictMin[k], s.PredictMax[k])
 		}
 	}
 	switch s.Inference {

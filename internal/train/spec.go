@@ -12,7 +12,7 @@ import (
 // lengthscale of 1 is one standard deviation of its input column and a noise variance of 0.1
 // is a tenth of the target's variance.
 type Spec struct {
-	Method string `json:"method" yaml:"method"` // gl, rff, exact, grief, cg or kmcg
+	Method string `json:"method" yaml:"method"` // auto, gl, rff, exact, grief, cg or kmcg
 	Kernel string `json:"kernel" yaml:"kernel"` // rbf, matern12, matern32, matern52
 	Seed   uint64 `json:"seed" yaml:"seed"`
 
@@ -101,10 +101,14 @@ func DefaultSpec(method string) Spec {
 func (s *Spec) Validate(d int) error {
 	switch s.Method {
 	case "gl", "rff", "exact", "grief", "cg", "kmcg":
+	case Auto:
+		if d > 0 {
+			return fmt.Errorf("method: auto is resolved before the settings are checked against the data (internal error)")
+		}
 	case "":
-		return fmt.Errorf("method: not set; use gl, rff, exact, grief, cg or kmcg")
+		return fmt.Errorf("method: not set; use auto, gl, rff, exact, grief, cg or kmcg")
 	default:
-		return fmt.Errorf("method: unknown method %q; use gl, rff, exact, grief, cg or kmcg", s.Method)
+		return fmt.Errorf("method: unknown method %q; use auto, gl, rff, exact, grief, cg or kmcg", s.Method)
 	}
 	if _, err := kernel.ParseFamily(s.Kernel); err != nil {
 		return fmt.Errorf("kernel: %w", err)

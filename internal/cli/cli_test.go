@@ -127,7 +127,7 @@ func TestBadInput(t *testing.T) {
 		{"constant target", write("const.csv", "a,b,y\n1,2,3\n4,5,3\n6,1,3\n"), nil, []string{"const.csv", "constant"}},
 		{"inverted bounds", good, []string{"--lengthscale-bounds", "2,0.1"}, []string{"lengthscale-bounds", "swap"}},
 		{"bad bounds syntax", good, []string{"--noise-variance-bounds", "x,1"}, []string{"--noise-variance-bounds"}},
-		{"d too large for the tensor grid", wide, []string{"--target", "5"}, []string{"rff", "grief", "nodes per dimension"}},
+		{"d too large for the tensor grid", wide, []string{"--method", "gl", "--target", "5"}, []string{"rff", "grief", "nodes"}},
 		{"unknown method", good, []string{"--method", "svgp"}, []string{"method", "svgp"}},
 		{"unknown kernel", good, []string{"--kernel", "periodic"}, []string{"kernel", "periodic"}},
 		{"missing file", filepath.Join(dir, "nope.csv"), nil, []string{"nope.csv"}},
@@ -182,7 +182,7 @@ func TestDemoAndPredict(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) != 3 || lines[0] != "mean,latent_var,noisy_var" {
+	if len(lines) != 3 || lines[0] != "mean,latent_var,noisy_var,outside_domain" {
 		t.Fatalf("predictions file:\n%s", b)
 	}
 	// CO2 was about 320 ppm in 1965 and 339 ppm in 1980.

@@ -276,7 +276,7 @@ func TestSubmitWait(t *testing.T) {
 	}
 	follower := startFake(t, &leader.addr)
 	dir := t.TempDir()
-	code, out, errOut := run(t, "submit", "--data", "train.csv", "--header", "--target", "y", "--columns", "a,b",
+	code, out, errOut := run(t, "submit", "--method", "gl", "--data", "train.csv", "--header", "--target", "y", "--columns", "a,b",
 		"--nodes-per-dim", "10,12", "--lengthscale-bounds", "0.2,1", "--shards", "3", "--wait",
 		"--addr", follower.addr+","+leader.addr, "--token", testToken)
 	if code != 0 {

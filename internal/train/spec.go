@@ -102,8 +102,13 @@ func (s *Spec) Validate(d int) error {
 	switch s.Method {
 	case "gl", "rff", "exact", "grief", "cg", "kmcg":
 	case Auto:
-		if d > 0 {
-			return fmt.Errorf("method: auto is resolved before the settings are checked against the data (internal error)")
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"nodes-per-dim", len(s.NodesPerDim) > 0}, {"gl-box", len(s.GLBox) > 0}, {"features", s.Features != 0}} {
+			if f.set {
+				return fmt.Errorf("%s: a setting of a particular method, but the method is auto (chosen from the data); give the method too, e.g. --method gl", f.name)
+			}
 		}
 	case "":
 		return fmt.Errorf("method: not set; use auto, gl, rff, exact, grief, cg or kmcg")

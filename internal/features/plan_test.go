@@ -23,12 +23,17 @@ func TestPlanGL(t *testing.T) {
 		{"d1 fits", 1, 0.1, 2, 3.5, 8192, false, 2e-3},
 		{"d1 wide upper bound", 1, 0.1, 300, 3.5, 8192, true, 5e-3},
 		{"d2 defaults", 2, 0.1, 2, 3.5, 8192, true, 5e-3},
-		{"d3 defaults", 3, 0.1, 2, 3.5, 8192, true, 0.1},
+		{"d3 defaults", 3, 0.1, 2, 3.5, 8192, true, 5e-3},
+		{"d3 large n, wide extent", 3, 0.1, 2, 4.4, 8192, true, 5e-3},
+		{"d3 window closed", 3, 0.1, 2, 3.5, 3375, true, 0.1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := base
 			cfg.MaxFeatures = c.maxF
+			if c.rng > 4 {
+				cfg.N = 41203
+			}
 			for k := 0; k < c.d; k++ {
 				cfg.LengthscaleMin = append(cfg.LengthscaleMin, c.lmin)
 				cfg.LengthscaleMax = append(cfg.LengthscaleMax, c.lmax)

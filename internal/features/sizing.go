@@ -329,6 +329,12 @@ const (
 	// MinLagFactor is kappa when the window has closed to a single lengthscale at a resolution
 	// factor below BudgetResolveFactor (kernel error up to about 0.1).
 	MinLagFactor = 2.0
+	// BudgetTail is the spectral mass PlanGL lets the box truncate once the budget is
+	// exceeded, instead of SizeGL's sigma_n0^2 / (2 sigma_f0^2 n^2) (n-spectral equivalence,
+	// about 1e-15 for n = 4e4): every kernel value then changes by at most BudgetTail
+	// sigma_f^2, a hundredth of the default noise floor, and the box (hence every node
+	// count) shrinks by a quarter to a third.
+	BudgetTail = 1e-6
 	// FlatLengthscale caps the upper lengthscale bound at FlatLengthscale R_k when the budget
 	// is exceeded: at l = 10 R_k the RBF kernel varies by less than 0.5% of sigma_f^2 across the
 	// data, so the input is effectively switched off and a longer lengthscale adds nothing the
@@ -368,7 +374,8 @@ type GLPlan struct {
 // records what it changed (digest 000 §6: the node count grows as U_k R_k for aliasing and as
 // l_max,k U_k for resolution, with U_k ~ 1 / l_min,k):
 //
-//  1. the resolution factor drops from ResolveFactor to BudgetResolveFactor;
+//  1. the resolution factor drops from ResolveFactor to BudgetResolveFactor and the box
+//     truncates the spectral mass BudgetTail instead of SizeGL's n-dependent tail;
 //  2. the budget is shared among dimensions: those that need fewer nodes keep their need, the
 //     others share the rest equally (in the product sense);
 //  3. in each dimension over its share b_k, the upper lengthscale bound is capped at
@@ -427,8 +434,12 @@ func PlanGL(f kernel.Family, c GLSizing) (*GLPlan, error) {
 		return planOf(t, need, lo, hi, ResolveFactor, nil), nil
 	}
 
-	// Step 1: the budget resolution factor.
+	// Step 1: the budget truncation and resolution factor.
 	notes := []string{fmt.Sprintf("resolution factor lowered from %g to %g (s_k >= c l_max U_k; kernel error about 3e-4 instead of 1e-11)", ResolveFactor, BudgetResolveFactor)}
+	if tb, err := upperTailQuantile(f, math.Log(BudgetTail/(2*float64(d)))); err == nil && tb < t {
+		notes = append(notes, fmt.Sprintf("spectral box truncated at tail mass %g (U_k = %.3g / l_min instead of %.3g / l_min; kernel error at most %g sigma_f^2)", BudgetTail, tb, t, BudgetTail))
+		t = tb
+	}
 	for k := range need {
 		need[k] = nodesFor(k, lo[k], hi[k], BudgetResolveFactor)
 	}

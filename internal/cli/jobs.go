@@ -469,7 +469,11 @@ func newJobsCmd(e *env) *cobra.Command {
 				if r.Iteration > 0 {
 					obj = fmt.Sprintf("%.6f", r.Objective)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", r.ID, r.State, r.Method, r.Iteration, r.MaxIter, obj, age(r.Created), r.Data)
+				method := r.Method
+				if r.ChosenMethod != "" {
+					method += "->" + r.ChosenMethod
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", r.ID, r.State, method, r.Iteration, r.MaxIter, obj, age(r.Created), r.Data)
 			}
 			return tw.Flush()
 		},

@@ -50,6 +50,13 @@ func TestPlanGL(t *testing.T) {
 			if s > c.maxF {
 				t.Fatalf("%d features over the budget %d", s, c.maxF)
 			}
+			raised := false
+			for k := range p.LengthscaleMin {
+				raised = raised || p.LengthscaleMin[k] > c.lmin
+			}
+			if p.FloorRaised != raised || raised != (c.d > 1) {
+				t.Fatalf("FloorRaised %v, window minimum %v", p.FloorRaised, p.LengthscaleMin)
+			}
 			if p.Adjusted != c.adjusted || (len(p.Notes) > 0) != c.adjusted {
 				t.Fatalf("adjusted %v with notes %q, want adjusted %v", p.Adjusted, p.Notes, c.adjusted)
 			}

@@ -361,9 +361,12 @@ type GLPlan struct {
 	// features alias: the approximate kernel repeats itself instead of decaying.
 	Width []float64
 	// Adjusted reports that the bounds or the resolution were changed to fit the budget;
-	// Notes then say what was done, one sentence per change.
-	Adjusted bool
-	Notes    []string
+	// Notes then say what was done, one sentence per change. FloorRaised reports that a
+	// lower lengthscale bound was raised (short lengthscales can no longer be learned), as
+	// opposed to only a lower resolution or an upper bound capped where the kernel is flat.
+	Adjusted    bool
+	FloorRaised bool
+	Notes       []string
 }
 
 // PlanGL chooses the Gauss-Legendre grid for family f within the budget c.MaxFeatures, for
@@ -504,7 +507,11 @@ func PlanGL(f kernel.Family, c GLSizing) (*GLPlan, error) {
 	if !fits(need) {
 		return nil, fmt.Errorf("gl sizing: %w: planned %v nodes for max-features %d", ErrOverBudget, need, maxF)
 	}
-	return planOf(t, need, lo, hi, slices.Min(res), notes), nil
+	p := planOf(t, need, lo, hi, slices.Min(res), notes)
+	for k := range lo {
+		p.FloorRaised = p.FloorRaised || lo[k] > c.LengthscaleMin[k]
+	}
+	return p, nil
 }
 
 // lagFactor is kappa of the lag rule at resolution factor res.

@@ -19,8 +19,9 @@ const AutoMaxGLDim = 3
 //
 //   - exact when n <= exact-max-rows: the reference itself, O(n^3) per iteration;
 //   - gl when d <= AutoMaxGLDim and the Gauss-Legendre grid for the requested bounds fits
-//     max-features without narrowing them (features.PlanGL not Adjusted): one pass over the
-//     data, then O(s^3) per iteration independent of n;
+//     max-features without raising the lower lengthscale bound (features.PlanGL may lower the
+//     resolution or cap an upper bound where the kernel is flat): one pass over the data,
+//     then O(s^3) per iteration independent of n;
 //   - grief otherwise: one pass, then O(p) per iteration, for any d.
 //
 // cg and kmcg are never chosen automatically: an iteration costs O(J n^2 d) over the workers
@@ -47,7 +48,7 @@ func chooseMethod(spec Spec, p *prepared, ext []float64) (method, reason string)
 		SignalVarianceMax: spec.SignalVarianceBounds[1], NoiseVarianceMin: spec.NoiseVarianceBounds[0],
 		Range: ext, MaxFeatures: spec.maxFeatures(), U: spec.GLBox, NodesPerDim: spec.NodesPerDim,
 	})
-	if err == nil && !plan.Adjusted {
+	if err == nil && !plan.FloorRaised {
 		s := 1
 		for _, v := range plan.Nodes {
 			s *= v
@@ -56,7 +57,7 @@ func chooseMethod(spec Spec, p *prepared, ext []float64) (method, reason string)
 	}
 	need := "does not fit max-features"
 	if err == nil {
-		need = fmt.Sprintf("fits max-features %d only with narrowed lengthscale bounds", spec.maxFeatures())
+		need = fmt.Sprintf("fits max-features %d only with a raised lower lengthscale bound", spec.maxFeatures())
 	}
 	return "grief", why + fmt.Sprintf(" and the Gauss-Legendre grid for the bounds %g,%g %s: GP-GRIEF, O(p) per iteration after one pass", spec.LengthscaleBounds[0], spec.LengthscaleBounds[1], need)
 }

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"bytes"
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -14,12 +15,10 @@ import (
 // local engine's model bytes, and its status carries the chosen method, the reason and the
 // model's warnings; the spec keeps "auto".
 func TestServerTrainsAuto(t *testing.T) {
-	t.Parallel()
 	s := startSingle(t, nil)
 	startWorkers(t, 2, []string{s.APIAddr()}, "")
 	waitWorkers(t, s.Server, 2)
 	c := dial(t, s.APIAddr(), "")
-	ctx := testContext(t)
 	path := writeCSV(t, t.TempDir(), "train.csv", 300, 3)
 	for _, tc := range []struct {
 		id, want string
@@ -32,6 +31,8 @@ func TestServerTrainsAuto(t *testing.T) {
 			Data: &pb.DataSource{Uri: path, Header: true, Target: "y"}}},
 	} {
 		want := localModel(t, tc.js)
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+		defer cancel()
 		if _, err := c.SubmitJob(ctx, &pb.SubmitJobRequest{Spec: tc.js, Id: tc.id}); err != nil {
 			t.Fatal(err)
 		}

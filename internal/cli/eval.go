@@ -382,7 +382,7 @@ func score(m *model.Model, tr, te *shard.Table, shards, workers int, trainSec fl
 
 // outsideMessage says how many of n rows lie outside the model's domain and what they got.
 func outsideMessage(m *model.Model, k, n int) string {
-	return fmt.Sprintf("%d of %d rows lie outside the model's domain (%s), where its features alias; they are predicted by the prior (mean %.6g, variance %.6g) and flagged",
+	return fmt.Sprintf("%d of %d rows lie outside the model's domain (%s), where its approximation does not hold (gl: the features alias); they are predicted by the prior (mean %.6g, variance %.6g) and flagged",
 		k, n, m.DomainString(), m.Transform.YMean, m.Original().SignalVariance)
 }
 

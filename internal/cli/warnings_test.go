@@ -201,6 +201,7 @@ func TestWarningsPrinted(t *testing.T) {
 	}
 	spec := train.DefaultSpec(train.Auto)
 	spec.MaxIter = 10
+	spec.Columns, spec.Target = tab.Columns, tab.Target
 	m, err := train.Train(t.Context(), eng, spec, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -254,5 +255,25 @@ func TestWarningsPrinted(t *testing.T) {
 	}
 	if jr.ChosenMethod != "exact" || !strings.Contains(out.String(), "chosen      exact: n = 40") {
 		t.Errorf("job status does not show the choice: %+v\n%s", jr, out.String())
+	}
+
+	// Test rows beyond a model's domain: counted, scored with the prior, and warned about.
+	m.Domain = &model.Domain{Lo: []float64{-0.5}, Hi: []float64{0.5}}
+	r, err = score(m, tab, tab, 1, 1, 0.1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	printResult(&env{out: &out, errOut: &errOut}, r)
+	want := 0
+	for i := 0; i < tab.N(); i++ {
+		if z := (tab.X[i] - m.Transform.XMean[0]) / m.Transform.XScale[0]; z < -0.5 || z > 0.5 {
+			want++
+		}
+	}
+	if want == 0 || r.OutsideDomain != want || !hasCode(r.Warnings, model.WarnOutsideDomain) ||
+		!strings.Contains(out.String(), fmt.Sprintf("warning     outside_domain: %d of 40 rows lie outside the model's domain (x in [", want)) ||
+		!strings.Contains(out.String(), fmt.Sprintf("(%d test rows outside)", want)) {
+		t.Errorf("%d rows outside (want %d), warnings %v; summary:\n%s", r.OutsideDomain, want, r.Warnings, out.String())
 	}
 }

@@ -73,7 +73,8 @@ func TestCGJobFileErrors(t *testing.T) {
 		name, yaml string
 		want       []string
 	}{
-		{"probes for gl", "probes: 3\n", []string{"probes: a cg setting; drop it for method gl"}},
+		{"probes for gl", "method: gl\nprobes: 3\n", []string{"probes: a cg setting; drop it for method gl"}},
+		{"probes for auto", "probes: 3\n", []string{"probes: a cg setting; drop it for method auto"}},
 		{"cg_iters for grief", "method: grief\ncg_iters: 3\n", []string{"cg_iters: a cg and kmcg setting; drop it"}},
 		{"subset for cg", "method: cg\nsubset: 30\n", []string{"subset: a kmcg setting"}},
 		{"kmcg_noise for cg", "method: cg\nkmcg_noise: evidence\n", []string{"kmcg_noise: a kmcg setting"}},

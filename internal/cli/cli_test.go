@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpreduce/gpreduce/internal/model"
 	"github.com/gpreduce/gpreduce/internal/shard"
 )
 
@@ -127,7 +128,7 @@ func TestBadInput(t *testing.T) {
 		{"constant target", write("const.csv", "a,b,y\n1,2,3\n4,5,3\n6,1,3\n"), nil, []string{"const.csv", "constant"}},
 		{"inverted bounds", good, []string{"--lengthscale-bounds", "2,0.1"}, []string{"lengthscale-bounds", "swap"}},
 		{"bad bounds syntax", good, []string{"--noise-variance-bounds", "x,1"}, []string{"--noise-variance-bounds"}},
-		{"d too large for the tensor grid", wide, []string{"--target", "5"}, []string{"rff", "grief", "nodes per dimension"}},
+		{"d too large for the tensor grid", wide, []string{"--method", "gl", "--target", "5"}, []string{"rff", "grief", "nodes"}},
 		{"unknown method", good, []string{"--method", "svgp"}, []string{"method", "svgp"}},
 		{"unknown kernel", good, []string{"--kernel", "periodic"}, []string{"kernel", "periodic"}},
 		{"missing file", filepath.Join(dir, "nope.csv"), nil, []string{"nope.csv"}},
@@ -168,6 +169,7 @@ func TestDemoAndPredict(t *testing.T) {
 			t.Errorf("demo output lacks %q:\n%s", w, out)
 		}
 	}
+	checkStandardized(t, out, mpath)
 	x := filepath.Join(dir, "x.csv")
 	if err := os.WriteFile(x, []byte("year\n1965.5\n1980.25\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -182,7 +184,7 @@ func TestDemoAndPredict(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) != 3 || lines[0] != "mean,latent_var,noisy_var" {
+	if len(lines) != 3 || lines[0] != "mean,latent_var,noisy_var,outside_domain" {
 		t.Fatalf("predictions file:\n%s", b)
 	}
 	// CO2 was about 320 ppm in 1965 and 339 ppm in 1980.
@@ -238,4 +240,34 @@ func sharedData(t testing.TB) string {
 		t.Skip(err)
 	}
 	return dir
+}
+
+// checkStandardized reads the printed test RMSE and NLL and the standardized figures, and
+// checks them against each other with the model's target scale: RMSE_std = RMSE / s and
+// NLL_std = NLL - log s (the cluster demo once printed zeros).
+func checkStandardized(t *testing.T, out, modelPath string) {
+	t.Helper()
+	var rmse, nll, rmseStd, nllStd float64
+	for _, l := range strings.Split(out, "\n") {
+		switch {
+		case strings.HasPrefix(l, "test RMSE"):
+			fmt.Sscanf(strings.TrimPrefix(l, "test RMSE"), "%g", &rmse)
+		case strings.HasPrefix(l, "test NLL"):
+			fmt.Sscanf(strings.TrimPrefix(l, "test NLL"), "%g", &nll)
+		case strings.HasPrefix(l, "standardized target:"):
+			fmt.Sscanf(strings.ReplaceAll(strings.TrimPrefix(l, "standardized target: RMSE "), ", NLL", ""), "%g %g", &rmseStd, &nllStd)
+		}
+	}
+	b, err := os.ReadFile(modelPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.Decode(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sy := m.Transform.YScale
+	if !(rmse > 0) || rmseStd == 0 || nllStd == 0 || math.Abs(rmseStd*sy-rmse) > 1e-5*rmse || math.Abs(nllStd+math.Log(sy)-nll) > 1e-5*(1+math.Abs(nll)) {
+		t.Errorf("standardized figures RMSE %g, NLL %g do not match RMSE %g, NLL %g with target scale %g:\n%s", rmseStd, nllStd, rmse, nll, sy, out)
+	}
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -40,6 +41,9 @@ type fakeCoordinator struct {
 	watches  int
 	submits  []*pb.SubmitJobRequest
 	predicts int
+	// domain > 0 makes Predict flag rows whose sum of inputs exceeds it as outside the
+	// model's domain, as a gl model's coordinator does.
+	domain float64
 }
 
 func startFake(t *testing.T, leader *string) *fakeCoordinator { return startFakeAs(t, leader, nil) }
@@ -134,6 +138,9 @@ func (f *fakeCoordinator) Predict(ctx context.Context, req *pb.PredictRequest) (
 		r.Mean = append(r.Mean, s)
 		r.LatentVar = append(r.LatentVar, 0.5)
 		r.NoisyVar = append(r.NoisyVar, 1.5)
+		if f.domain > 0 {
+			r.OutsideDomain = append(r.OutsideDomain, s > f.domain)
+		}
 	}
 	return r, nil
 }
@@ -284,7 +291,7 @@ func TestSubmitWait(t *testing.T) {
 	}
 	follower := startFake(t, &leader.addr)
 	dir := t.TempDir()
-	code, out, errOut := run(t, "submit", "--data", "train.csv", "--header", "--target", "y", "--columns", "a,b",
+	code, out, errOut := run(t, "submit", "--method", "gl", "--data", "train.csv", "--header", "--target", "y", "--columns", "a,b",
 		"--nodes-per-dim", "10,12", "--lengthscale-bounds", "0.2,1", "--shards", "3", "--wait",
 		"--addr", follower.addr+","+leader.addr, "--token", testToken)
 	if code != 0 {
@@ -376,5 +383,49 @@ func TestPredictJob(t *testing.T) {
 	code, _, errOut = run(t, "predict", "--data", in, "--out", out)
 	if code != 1 || !strings.Contains(errOut, "--model") || !strings.Contains(errOut, "--job") {
 		t.Errorf("neither: exit %d: %s", code, errOut)
+	}
+}
+
+// TestPredictJobOutsideDomain: with a model that has a domain, predict --job writes the
+// outside_domain column across batches and counts the flagged rows on stderr.
+func TestPredictJobOutsideDomain(t *testing.T) {
+	leader := startFake(t, nil)
+	leader.domain = 5
+	leader.jobs["j-3"] = &pb.Job{Id: "j-3", State: pb.JobState_JOB_STATE_SUCCEEDED, Spec: &pb.JobSpec{Data: &pb.DataSource{Uri: "/t.csv"}}}
+	dir := t.TempDir()
+	in := filepath.Join(dir, "x.csv")
+	var b strings.Builder
+	n := predictValuesPerCall/2 + 10 // two calls with d = 2
+	for i := 0; i < n; i++ {
+		if i%3 == 0 {
+			b.WriteString("10,2\n")
+		} else {
+			b.WriteString("1,2\n")
+		}
+	}
+	os.WriteFile(in, []byte(b.String()), 0o644)
+	out := filepath.Join(dir, "p.csv")
+	code, _, errOut := run(t, "predict", "--job", "j-3", "--data", in, "--out", out, "--addr", leader.addr, "--token", testToken)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	got, _ := os.ReadFile(out)
+	lines := strings.Split(strings.TrimSpace(string(got)), "\n")
+	if len(lines) != n+1 || lines[0] != "mean,latent_var,noisy_var,outside_domain" {
+		t.Fatalf("%d lines; header %q", len(lines), lines[0])
+	}
+	flagged := 0
+	for i, l := range lines[1:] {
+		want := "3,0.5,1.5,0"
+		if i%3 == 0 {
+			want = "12,0.5,1.5,1"
+			flagged++
+		}
+		if l != want {
+			t.Fatalf("row %d: %q, want %q", i, l, want)
+		}
+	}
+	if !strings.Contains(errOut, fmt.Sprintf("%d of %d rows lie outside the domain of job j-3", flagged, n)) {
+		t.Errorf("stderr: %q", errOut)
 	}
 }

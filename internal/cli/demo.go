@@ -290,31 +290,6 @@ func clusterDemo(ctx context.Context, e *env, log zerolog.Logger, tr, te *shard.
 	return r, b, err
 }
 
-// score evaluates a trained model on te, as eval reports it.
-func score(m *model.Model, tr, te *shard.Table, shards, workers int, trainSec float64) (*evalResult, error) {
-	t1 := time.Now()
-	pred, err := m.Predict(te.X, te.N())
-	if err != nil {
-		return nil, err
-	}
-	predSec := time.Since(t1).Seconds()
-	sc, err := model.Score(pred, te.Y)
-	if err != nil {
-		return nil, err
-	}
-	h := m.Original()
-	r := &evalResult{
-		Method: m.Method, Kernel: m.Kernel, NTrain: tr.N(), NTest: te.N(), D: tr.D, Shards: shards, Workers: workers,
-		RMSE: sc.RMSE, NLL: sc.NLL, Coverage95: sc.Coverage95, TrainSeconds: trainSec, PredictSeconds: predSec,
-		Iterations: m.Iterations, LogLikelihood: m.LogLik,
-		Hyperparameters: hyperResult{Lengthscales: h.Lengthscales, SignalVariance: h.SignalVariance, NoiseVariance: h.NoiseVariance},
-	}
-	if m.Features != nil {
-		r.Features = len(m.Features.Beta)
-	}
-	return r, nil
-}
-
 // waitWorkers waits until the leader lists n workers.
 func waitWorkers(ctx context.Context, c *client, n int, timeout time.Duration, runErr <-chan error) error {
 	deadline := time.Now().Add(timeout)

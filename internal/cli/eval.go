@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -209,7 +210,7 @@ type specFlags struct {
 
 func (f *specFlags) register(cmd *cobra.Command, defMethod string) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.method, "method", defMethod, "training method: gl, rff, exact, grief, cg or kmcg")
+	fl.StringVar(&f.method, "method", defMethod, "training method: auto (exact for small n, gl for d <= 3 when its grid fits --max-features, grief otherwise), gl, rff, exact, grief, cg or kmcg")
 	fl.StringVar(&f.kernel, "kernel", "rbf", "kernel: rbf, matern12, matern32, matern52")
 	fl.Uint64Var(&f.seed, "seed", 0, "seed of every random draw (rff frequencies, grief subsample and MALA chain, cg probes and truncation lengths, kmcg subset)")
 	fl.StringVar(&f.ls, "lengthscale-bounds", "", "LO,HI bounds on lengthscales, standardized units (default 0.1,2)")
@@ -349,6 +350,30 @@ type evalResult struct {
 	LogLikelihoodSE float64     `json:"log_likelihood_se,omitempty"`
 	Hyperparameters hyperResult `json:"hyperparameters"`
 	ModelPath       string      `json:"model_path,omitempty"`
+	// MethodRequested is "auto" when the method was chosen automatically, MethodReason why.
+	MethodRequested string `json:"method_requested,omitempty"`
+	MethodReason    string `json:"method_reason,omitempty"`
+	// Domain is the box of inputs where the model's approximation is accurate (gl), and
+	// OutsideDomain the number of test rows beyond it, which were scored with the prior.
+	Domain        string `json:"domain,omitempty"`
+	OutsideDomain int    `json:"outside_domain"`
+	// Warnings are the model's warnings and those of this evaluation (outside_domain).
+	Warnings []warningResult `json:"warnings"`
+}
+
+// warningResult is a model.Warning in the JSON output.
+type warningResult struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// warningsOf lists a model's warnings for the output (never nil, so JSON shows []).
+func warningsOf(ws []model.Warning) []warningResult {
+	out := []warningResult{}
+	for _, w := range ws {
+		out = append(out, warningResult{Code: w.Code, Message: w.Message})
+	}
+	return out
 }
 
 type hyperResult struct {
@@ -357,7 +382,8 @@ type hyperResult struct {
 	NoiseVariance  float64   `json:"noise_variance"`
 }
 
-// evaluate trains spec on td's shards with the local engine and scores the model on te.
+// evaluate trains spec on td's shards with the local engine and scores the model on te. The
+// test inputs' box goes into the spec, so that gl sizes its grid for them too.
 func evaluate(ctx context.Context, spec train.Spec, td trainData, te *shard.Table, rf runFlags, obs train.Observer) (*evalResult, *model.Model, error) {
 	eng, err := engine.NewLocal(td.refs, td.tabs, rf.workers)
 	if err != nil {
@@ -365,35 +391,67 @@ func evaluate(ctx context.Context, spec train.Spec, td trainData, te *shard.Tabl
 	}
 	tr := td.all
 	spec.Columns, spec.Target = tr.Columns, tr.Target
+	if te.N() > 0 && len(spec.PredictMin) == 0 {
+		spec.PredictMin, spec.PredictMax = columnRange(te)
+	}
 	t0 := time.Now()
 	m, err := train.Train(ctx, eng, spec, obs)
 	if err != nil {
 		return nil, nil, err
 	}
-	trainSec := time.Since(t0).Seconds()
+	r, err := score(m, tr, te, len(eng.Shards()), rf.workers, time.Since(t0).Seconds())
+	return r, m, err
+}
+
+// columnRange returns the per-column minima and maxima of t's inputs.
+func columnRange(t *shard.Table) (lo, hi []float64) {
+	lo, hi = slices.Clone(t.Row(0)), slices.Clone(t.Row(0))
+	for i := 1; i < t.N(); i++ {
+		for k, v := range t.Row(i) {
+			lo[k], hi[k] = math.Min(lo[k], v), math.Max(hi[k], v)
+		}
+	}
+	return lo, hi
+}
+
+// score evaluates a trained model on te as eval reports it: metrics in original and
+// standardized units, the method choice, the domain and every warning.
+func score(m *model.Model, tr, te *shard.Table, shards, workers int, trainSec float64) (*evalResult, error) {
 	t1 := time.Now()
 	pred, err := m.Predict(te.X, te.N())
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	predSec := time.Since(t1).Seconds()
 	sc, err := model.Score(pred, te.Y)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	h := m.Original()
 	r := &evalResult{
-		Method: m.Method, Kernel: m.Kernel, NTrain: tr.N(), NTest: te.N(), D: tr.D,
-		Shards: len(eng.Shards()), Workers: rf.workers,
+		Method: m.Method, Kernel: m.Kernel, NTrain: tr.N(), NTest: te.N(), D: tr.D, Shards: shards, Workers: workers,
 		RMSE: sc.RMSE, NLL: sc.NLL, Coverage95: sc.Coverage95, TrainSeconds: trainSec, PredictSeconds: predSec,
 		Iterations: m.Iterations, LogLikelihood: m.LogLik, LogLikelihoodSE: m.LogLikSE,
 		Hyperparameters: hyperResult{Lengthscales: h.Lengthscales, SignalVariance: h.SignalVariance, NoiseVariance: h.NoiseVariance},
+		Domain:          m.DomainString(), OutsideDomain: pred.NOutside, Warnings: warningsOf(m.Warnings),
 	}
 	r.RMSEStd, r.NLLStd = sc.RMSE/m.Transform.YScale, sc.NLL-math.Log(m.Transform.YScale)
 	if m.Features != nil {
 		r.Features = len(m.Features.Beta)
 	}
-	return r, m, nil
+	if c := m.Choice; c != nil {
+		r.MethodRequested, r.MethodReason = c.Requested, c.Reason
+	}
+	if pred.NOutside > 0 {
+		r.Warnings = append(r.Warnings, warningResult{Code: model.WarnOutsideDomain, Message: outsideMessage(m, pred.NOutside, te.N())})
+	}
+	return r, nil
+}
+
+// outsideMessage says how many of n rows lie outside the model's domain and what they got.
+func outsideMessage(m *model.Model, k, n int) string {
+	return fmt.Sprintf("%d of %d rows lie outside the model's domain (%s), where its approximation does not hold (gl: the features alias); they are predicted by the prior (mean %.6g, variance %.6g) and flagged",
+		k, n, m.DomainString(), m.Transform.YMean, m.Original().SignalVariance)
 }
 
 func newEvalCmd(e *env) *cobra.Command {
@@ -407,6 +465,7 @@ func newEvalCmd(e *env) *cobra.Command {
 		Short: "Train a method on training data and report RMSE, NLL, 95% coverage and times on test data",
 		Example: `  coordinator eval --method gl --uci ../shared/data/uci/yacht --split 0 --lengthscale-bounds 0.2,2
   coordinator eval --method exact --uci ../shared/data/uci/servo --split 3 --json
+  coordinator eval --uci ../shared/data/uci/kin40k --split 0     # --method auto: prints its choice
   coordinator eval --method gl --data maunaloa_co2.csv --header --test-tail 0.1
   coordinator eval --method cg --uci ../shared/data/uci/elevators --split 0 --truncation rr`,
 		Args: cobra.NoArgs,
@@ -452,7 +511,7 @@ func newEvalCmd(e *env) *cobra.Command {
 		},
 	}
 	df.register(cmd)
-	sf.register(cmd, "gl")
+	sf.register(cmd, train.Auto)
 	rf.register(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	cmd.Flags().StringVar(&modelOut, "model-out", "", "also write the trained model to this file")
@@ -466,6 +525,9 @@ func printResult(e *env, r *evalResult) {
 		fmt.Fprintf(w, ", %d features", r.Features)
 	}
 	fmt.Fprintf(w, ")\n")
+	if r.MethodRequested != "" {
+		fmt.Fprintf(w, "chosen by   %s: %s\n", r.MethodRequested, r.MethodReason)
+	}
 	fmt.Fprintf(w, "data        %d train, %d test rows, d = %d, %d shards\n", r.NTrain, r.NTest, r.D, r.Shards)
 	fmt.Fprintf(w, "test RMSE   %.6g\n", r.RMSE)
 	fmt.Fprintf(w, "test NLL    %.6g\n", r.NLL)
@@ -478,8 +540,19 @@ func printResult(e *env, r *evalResult) {
 	if r.LogLikelihoodSE > 0 {
 		fmt.Fprintf(w, "log p(y)    %.6g ± %.2g (estimate ± standard error; standardized target)\n", r.LogLikelihood, r.LogLikelihoodSE)
 	}
+	if r.Domain != "" {
+		fmt.Fprintf(w, "domain      %s (%d test rows outside)\n", r.Domain, r.OutsideDomain)
+	}
 	if r.ModelPath != "" {
 		fmt.Fprintf(w, "model       %s\n", r.ModelPath)
+	}
+	printWarnings(w, r.Warnings)
+}
+
+// printWarnings prints one "warning" line per warning.
+func printWarnings(w io.Writer, ws []warningResult) {
+	for _, x := range ws {
+		fmt.Fprintf(w, "warning     %s: %s\n", x.Code, x.Message)
 	}
 }
 

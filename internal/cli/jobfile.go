@@ -24,7 +24,7 @@ import (
 // plus an optional client-chosen id. Keys left out take the defaults of `coordinator eval`.
 //
 //	id: co2-gl-1            # optional
-//	method: gl              # gl, rff, exact, grief, cg or kmcg (default gl)
+//	method: auto            # auto, gl, rff, exact, grief, cg or kmcg (default auto)
 //	kernel: rbf
 //	seed: 0
 //	lengthscale_bounds: [0.02, 0.3]
@@ -294,7 +294,7 @@ func decodeError(err error) error {
 func (f *jobFile) job(baseDir string) (*job, error) {
 	method := f.Method
 	if method == "" {
-		method = "gl"
+		method = train.Auto
 	}
 	s := train.DefaultSpec(method)
 	if f.Kernel != "" {

@@ -65,7 +65,7 @@ func TestJobFileDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &pb.JobSpec{
-		Method: "gl", Kernel: "rbf",
+		Method: "auto", Kernel: "rbf",
 		LengthscaleBounds: []float64{0.1, 2}, SignalVarianceBounds: []float64{0.05, 20}, NoiseVarianceBounds: []float64{1e-4, 2},
 		MaxIter: 100, Data: &pb.DataSource{Uri: "/data/x.csv", Format: "csv"},
 	}
@@ -106,8 +106,9 @@ func TestJobFileErrors(t *testing.T) {
 		{"bad format", "data: {uri: a.parquet, format: parquet}\n", []string{"data.format", "parquet"}},
 		{"uci with columns", "data: {uri: /d, format: uci, columns: [a]}\n", []string{"UCI", "data.columns"}},
 		{"split without uci", "data: {uri: a.csv, split: 2}\n", []string{"data.split", "uci"}},
-		{"nodes per column", "nodes_per_dim: [10, 10, 10]\ndata: {uri: a.csv, columns: [a, b]}\n", []string{"nodes_per_dim", "one per column"}},
+		{"nodes per column", "method: gl\nnodes_per_dim: [10, 10, 10]\ndata: {uri: a.csv, columns: [a, b]}\n", []string{"nodes_per_dim", "one per column"}},
 		{"negative shards", "shards: -1\ndata: {uri: a.csv}\n", []string{"shards"}},
+		{"gl setting with auto", "nodes_per_dim: [10, 10]\ndata: {uri: a.csv, columns: [a, b]}\n", []string{"nodes_per_dim", "method"}},
 		{"empty", "", []string{"empty"}},
 		{"not a mapping", "- a\n- b\n", []string{"mapping"}},
 		{"data not a mapping", "data: a.csv\n", []string{"data", "mapping"}},

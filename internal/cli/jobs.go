@@ -49,6 +49,11 @@ type jobResult struct {
 	Updated         time.Time    `json:"updated"`
 	Hyperparameters *hyperResult `json:"hyperparameters,omitempty"`
 	Metrics         *jobMetrics  `json:"metrics,omitempty"`
+	// ChosenMethod and MethodReason: what method auto chose and why (once succeeded).
+	ChosenMethod string `json:"chosen_method,omitempty"`
+	MethodReason string `json:"method_reason,omitempty"`
+	// Warnings are the model's warnings (once succeeded; [] when there are none).
+	Warnings []warningResult `json:"warnings,omitempty"`
 }
 
 // jobMetrics are a finished job's training figures.
@@ -72,6 +77,13 @@ func newJobResult(j *pb.Job) *jobResult {
 			r.Hyperparameters = &hyperResult{Lengthscales: h.GetLengthscales(), SignalVariance: h.GetSignalVariance(), NoiseVariance: h.GetNoiseVariance()}
 		}
 		r.Metrics = &jobMetrics{NTrain: j.GetNTrain(), LogLikelihood: j.GetLogLikelihood(), TrainSeconds: j.GetTrainSeconds(), ModelBytes: j.GetModelBytes()}
+		if c := j.GetMethodChoice(); c != nil {
+			r.ChosenMethod, r.MethodReason = c.GetMethod(), c.GetReason()
+		}
+		r.Warnings = []warningResult{}
+		for _, w := range j.GetWarnings() {
+			r.Warnings = append(r.Warnings, warningResult{Code: w.GetCode(), Message: w.GetMessage()})
+		}
 	}
 	return r
 }
@@ -84,6 +96,9 @@ func printJob(w io.Writer, j *pb.Job) {
 		fmt.Fprintf(w, "error       %s\n", r.Error)
 	}
 	fmt.Fprintf(w, "method      %s (kernel %s)\n", r.Method, r.Kernel)
+	if r.ChosenMethod != "" {
+		fmt.Fprintf(w, "chosen      %s: %s\n", r.ChosenMethod, r.MethodReason)
+	}
 	data := r.Data
 	if d := j.GetSpec().GetData(); d.GetFormat() == "uci" {
 		data += fmt.Sprintf(" (UCI split %d)", d.GetSplit())
@@ -104,6 +119,7 @@ func printJob(w io.Writer, j *pb.Job) {
 		fmt.Fprintf(w, "train       %.2f s, %d rows, log p(y) = %.6g\n", m.TrainSeconds, m.NTrain, m.LogLikelihood)
 		fmt.Fprintf(w, "model       %d bytes (coordinator predict --job %s --data X.csv --out preds.csv)\n", m.ModelBytes, r.ID)
 	}
+	printWarnings(w, r.Warnings)
 	fmt.Fprintf(w, "created     %s   updated %s\n", r.Created.Local().Format(time.DateTime), r.Updated.Local().Format(time.DateTime))
 }
 
@@ -156,7 +172,7 @@ func newSubmitCmd(e *env) *cobra.Command {
 The job is a YAML file with the fields of a job spec (snake_case keys; unknown keys are
 errors), or flags: the method's flags are those of eval, the data is --data with --format.
 
-  method: gl
+  method: auto          # the default: exact, gl or grief by n, d and the budget
   kernel: rbf
   lengthscale_bounds: [0.2, 2]
   nodes_per_dim: [40, 40]
@@ -251,7 +267,7 @@ to stderr, prints the final status, and exits non-zero if the job failed or was 
 			return jobOutcome(final)
 		},
 	}
-	sf.register(cmd, "gl")
+	sf.register(cmd, train.Auto)
 	fl := cmd.Flags()
 	fl.StringVar(&f.data, "data", "", "data: a CSV path (made absolute), file:// or http(s):// URL, or a UCI dataset directory")
 	fl.StringVar(&f.format, "format", "csv", "data format: csv or uci")
@@ -453,7 +469,11 @@ func newJobsCmd(e *env) *cobra.Command {
 				if r.Iteration > 0 {
 					obj = fmt.Sprintf("%.6f", r.Objective)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", r.ID, r.State, r.Method, r.Iteration, r.MaxIter, obj, age(r.Created), r.Data)
+				method := r.Method
+				if r.ChosenMethod != "" {
+					method += "->" + r.ChosenMethod
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", r.ID, r.State, method, r.Iteration, r.MaxIter, obj, age(r.Created), r.Data)
 			}
 			return tw.Flush()
 		},
@@ -760,14 +780,14 @@ the token as for submit); with --header and no --columns the inputs are the job'
 			return err
 		}
 		defer c.Close()
-		return predictJob(cmd.Context(), c, jobID, dataPath, outPath, header, columns)
+		return predictJob(cmd.Context(), e.errOut, c, jobID, dataPath, outPath, header, columns)
 	}
 	cmd.Flags().StringVar(&jobID, "job", "", "predict with the model of this cluster job")
 	cf.register(cmd)
 	return cmd
 }
 
-func predictJob(ctx context.Context, c *client, id, dataPath, outPath string, header bool, columns string) error {
+func predictJob(ctx context.Context, errOut io.Writer, c *client, id, dataPath, outPath string, header bool, columns string) error {
 	opts := shard.CSVOptions{Header: header, NoTarget: true}
 	if columns != "" {
 		opts.Columns = strings.Split(columns, ",")
@@ -795,6 +815,7 @@ func predictJob(ctx context.Context, c *client, id, dataPath, outPath string, he
 		return err
 	}
 	var mean, lat, noisy []float64
+	var outside []bool
 	per := max(1, predictValuesPerCall/x.D)
 	for lo := 0; lo < x.N(); lo += per {
 		hi := min(x.N(), lo+per)
@@ -810,8 +831,28 @@ func predictJob(ctx context.Context, c *client, id, dataPath, outPath string, he
 		mean = append(mean, resp.GetMean()...)
 		lat = append(lat, resp.GetLatentVar()...)
 		noisy = append(noisy, resp.GetNoisyVar()...)
+		if o := resp.GetOutsideDomain(); len(o) > 0 {
+			if len(o) != hi-lo {
+				return fmt.Errorf("predict with job %s: the coordinator flagged %d of %d rows", id, len(o), hi-lo)
+			}
+			if outside == nil {
+				outside = make([]bool, lo, x.N())
+			}
+			outside = append(outside, o...)
+		} else if outside != nil {
+			outside = append(outside, make([]bool, hi-lo)...)
+		}
 	}
-	return writePredictions(outPath, model.Prediction{Mean: mean, LatentVar: lat, NoisyVar: noisy})
+	p := model.Prediction{Mean: mean, LatentVar: lat, NoisyVar: noisy, Outside: outside}
+	for _, o := range outside {
+		if o {
+			p.NOutside++
+		}
+	}
+	if p.NOutside > 0 {
+		fmt.Fprintf(errOut, "predict: %d of %d rows lie outside the domain of job %s's model, where its features alias; they are predicted by the prior and flagged in the outside_domain column\n", p.NOutside, x.N(), id)
+	}
+	return writePredictions(outPath, p)
 }
 
 // csvHeader returns the names in the first line of a CSV file.

@@ -21,7 +21,11 @@ func newPredictCmd(e *env) *cobra.Command {
 		Short: "Predict the mean, latent variance and noisy variance for each row of a CSV of inputs",
 		Long: `predict reads a model written by demo or eval --model-out and a CSV whose rows are inputs
 (the model's input columns, in order; or select them with --header --columns), and writes a CSV
-with columns mean, latent_var, noisy_var in the original units of the target.`,
+with columns mean, latent_var, noisy_var in the original units of the target.
+
+A model whose approximation holds only in a box of inputs (gl: its Gauss-Legendre grid
+aliases beyond the lags it was sized for) adds a column outside_domain (1 for rows outside
+the box, 0 inside); those rows get the prior mean and variance, and stderr says how many.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if modelPath == "" || dataPath == "" || outPath == "" {
@@ -53,6 +57,9 @@ with columns mean, latent_var, noisy_var in the original units of the target.`,
 			if err != nil {
 				return err
 			}
+			if p.NOutside > 0 {
+				fmt.Fprintf(e.errOut, "predict: %s\n", outsideMessage(m, p.NOutside, x.N()))
+			}
 			return writePredictions(outPath, p)
 		},
 	}
@@ -67,13 +74,24 @@ with columns mean, latent_var, noisy_var in the original units of the target.`,
 
 func writePredictions(path string, p model.Prediction) error {
 	var b strings.Builder
-	b.WriteString("mean,latent_var,noisy_var\n")
+	b.WriteString("mean,latent_var,noisy_var")
+	if p.Outside != nil {
+		b.WriteString(",outside_domain")
+	}
+	b.WriteByte('\n')
 	for i := range p.Mean {
 		b.WriteString(strconv.FormatFloat(p.Mean[i], 'g', -1, 64))
 		b.WriteByte(',')
 		b.WriteString(strconv.FormatFloat(p.LatentVar[i], 'g', -1, 64))
 		b.WriteByte(',')
 		b.WriteString(strconv.FormatFloat(p.NoisyVar[i], 'g', -1, 64))
+		if p.Outside != nil {
+			if p.Outside[i] {
+				b.WriteString(",1")
+			} else {
+				b.WriteString(",0")
+			}
+		}
 		b.WriteByte('\n')
 	}
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {

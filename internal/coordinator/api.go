@@ -194,6 +194,12 @@ func jobProto(j Job) *pb.Job {
 		}
 		out.NTrain, out.LogLikelihood, out.TrainSeconds = int64(m.NTrain), m.LogLikelihood, m.TrainSeconds
 		out.Iteration = int32(m.Iterations)
+		if c := m.MethodChoice; c != nil {
+			out.MethodChoice = &pb.MethodChoice{Method: c.Method, Reason: c.Reason}
+		}
+		for _, w := range m.Warnings {
+			out.Warnings = append(out.Warnings, &pb.Warning{Code: w.Code, Message: w.Message})
+		}
 	}
 	return out
 }
@@ -402,7 +408,7 @@ func (s *Server) Predict(ctx context.Context, req *pb.PredictRequest) (*pb.Predi
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	return &pb.PredictResponse{Mean: p.Mean, LatentVar: p.LatentVar, NoisyVar: p.NoisyVar}, nil
+	return &pb.PredictResponse{Mean: p.Mean, LatentVar: p.LatentVar, NoisyVar: p.NoisyVar, OutsideDomain: p.Outside}, nil
 }
 
 // GetModel streams a job's encoded model in chunks of 1 MiB.

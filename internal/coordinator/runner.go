@@ -343,6 +343,21 @@ type jobMetrics struct {
 	LogLikelihood   float64   `json:"log_likelihood"`
 	Iterations      int       `json:"iterations"`
 	TrainSeconds    float64   `json:"train_seconds"`
+	// MethodChoice is set for a job submitted with method auto; Warnings lists the model's.
+	MethodChoice *choiceJSON `json:"method_choice,omitempty"`
+	Warnings     []warnJSON  `json:"warnings,omitempty"`
+}
+
+// choiceJSON is the method auto chose and why.
+type choiceJSON struct {
+	Method string `json:"method"`
+	Reason string `json:"reason"`
+}
+
+// warnJSON is one model warning (model.Warning).
+type warnJSON struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
 }
 
 // hyperJSON holds hyperparameters in the original units of the data.
@@ -354,10 +369,17 @@ type hyperJSON struct {
 
 func modelMetrics(m *model.Model, took time.Duration) ([]byte, error) {
 	h := m.Original()
-	b, err := json.Marshal(jobMetrics{
+	jm := jobMetrics{
 		Hyperparameters: hyperJSON{Lengthscales: h.Lengthscales, SignalVariance: h.SignalVariance, NoiseVariance: h.NoiseVariance},
 		NTrain:          m.NTrain, LogLikelihood: m.LogLik, Iterations: m.Iterations, TrainSeconds: took.Seconds(),
-	})
+	}
+	if m.Choice != nil {
+		jm.MethodChoice = &choiceJSON{Method: m.Method, Reason: m.Choice.Reason}
+	}
+	for _, w := range m.Warnings {
+		jm.Warnings = append(jm.Warnings, warnJSON{Code: w.Code, Message: w.Message})
+	}
+	b, err := json.Marshal(jm)
 	if err != nil {
 		return nil, fmt.Errorf("encode model metrics: %w", err)
 	}

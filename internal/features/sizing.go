@@ -1,8 +1,11 @@
 package features
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"gonum.org/v1/gonum/mathext"
@@ -141,10 +144,7 @@ func SizeGL(f kernel.Family, c GLSizing) (U []float64, nodes []int, err error) {
 		if !(c.NoiseVarianceMin > 0) || math.IsInf(c.NoiseVarianceMin, 0) {
 			return nil, nil, fmt.Errorf("gl sizing: NoiseVarianceMin = %v: the noise floor must be positive and finite (GL features need a noise floor)", c.NoiseVarianceMin)
 		}
-		// log of the one-sided per-dimension tail delta/(2d), delta = sn2 / (2 sf2 n^2).
-		lp := math.Log(c.NoiseVarianceMin) - math.Ln2 - math.Log(c.SignalVarianceMax) - 2*math.Log(float64(c.N)) - math.Log(2*float64(d))
-		lp = math.Min(lp, -2*math.Ln2)
-		t, err := upperTailQuantile(f, lp)
+		t, err := boxQuantile(f, c, d)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -202,6 +202,14 @@ func SizeGL(f kernel.Family, c GLSizing) (U []float64, nodes []int, err error) {
 	return U, nodes, nil
 }
 
+// boxQuantile is the spectral tail quantile t of SizeGL's box, U_k = t / l_min,k: the
+// one-sided per-dimension tail delta/(2d), delta = sn2 / (2 sf2 n^2), capped at 1/4.
+func boxQuantile(f kernel.Family, c GLSizing, d int) (float64, error) {
+	lp := math.Log(c.NoiseVarianceMin) - math.Ln2 - math.Log(c.SignalVarianceMax) - 2*math.Log(float64(c.N)) - math.Log(2*float64(d))
+	lp = math.Min(lp, -2*math.Ln2)
+	return upperTailQuantile(f, lp)
+}
+
 func sizeError(total float64, sk, U []float64, maxF int) error {
 	parts := make([]string, len(sk))
 	for k, v := range sk {
@@ -215,11 +223,11 @@ func sizeError(total float64, sk, U []float64, maxF int) error {
 	if total <= float64(maxF) {
 		limit = fmt.Sprintf("a single dimension may have at most %d nodes", MaxGaussLegendrePoints)
 	}
-	return fmt.Errorf("gl sizing: the Gauss-Legendre grid needs s = %.6g features (nodes per dimension [%s], box half-widths U = [%s]), "+
+	return fmt.Errorf("gl sizing: %w: the Gauss-Legendre grid needs s = %.6g features (nodes per dimension [%s], box half-widths U = [%s]), "+
 		"but %s; the Gram matrix G = Z^T Z alone would need %s. "+
 		"Narrow --lengthscale-bounds (raise the minimum or lower the maximum), raise the noise floor, "+
 		"set --nodes-per-dim / --features, or use --method rff or --method grief for higher d",
-		total, strings.Join(parts, " "), strings.Join(us, " "), limit, formatBytes(8*total*total))
+		ErrOverBudget, total, strings.Join(parts, " "), strings.Join(us, " "), limit, formatBytes(8*total*total))
 }
 
 func formatBytes(b float64) string {
@@ -296,4 +304,241 @@ func logStudentUpperTail(df, t float64) float64 {
 	lb, _ := math.Lgamma(b)
 	lab, _ := math.Lgamma(a + b)
 	return -math.Ln2 + a*lx - math.Log(a) - (la + lb - lab)
+}
+
+// ErrOverBudget marks a sizing error caused only by the feature budget (MaxFeatures or the
+// per-dimension rule limit); PlanGL handles it by narrowing the lengthscale window.
+var ErrOverBudget = errors.New("the Gauss-Legendre grid exceeds the feature budget")
+
+// Sizing constants of PlanGL.
+const (
+	// BudgetResolveFactor is the resolution factor c of s_k >= c l_max,k U_k that PlanGL uses
+	// once the default ResolveFactor exceeds the budget. Measured on the RBF kernel (d = 1, lags
+	// up to 2 l_max, lengthscales at both ends of the window): the largest kernel error is
+	// about 1e-11 at c = 5, 1e-8 at c = 4, 3e-4 at c = 3, 1e-2 at c = 2.5 and 0.1 at c = 2.
+	BudgetResolveFactor = 3.0
+	// MinResolveFactor is the least resolution factor PlanGL accepts when even a single
+	// lengthscale per dimension does not fit the budget at BudgetResolveFactor (kernel error
+	// about 1e-2); below it PlanGL fails.
+	MinResolveFactor = 2.5
+	// LagFactor is kappa in the lag rule of PlanGL. The features reproduce the kernel at
+	// lengthscale l to about 1e-3 for lags |tau_k| <= 2 (s_k - 1) / U_k - kappa l with kappa ~ 3.7
+	// (measured, RBF, s_k = 200 to 2000, l up to s_k / (3 U_k)): resolving the spectral spike
+	// of width 1/l and the oscillation of frequency tau share the nodes.
+	LagFactor = 4.0
+	// MinLagFactor is kappa when the window has closed to a single lengthscale at a resolution
+	// factor below BudgetResolveFactor (kernel error up to about 0.1).
+	MinLagFactor = 2.0
+	// BudgetTail is the spectral mass PlanGL lets the box truncate once the budget is
+	// exceeded, instead of SizeGL's sigma_n0^2 / (2 sigma_f0^2 n^2) (n-spectral equivalence,
+	// about 1e-15 for n = 4e4): every kernel value then changes by at most BudgetTail
+	// sigma_f^2, a hundredth of the default noise floor, and the box (hence every node
+	// count) shrinks by a quarter to a third.
+	BudgetTail = 1e-6
+	// FlatLengthscale caps the upper lengthscale bound at FlatLengthscale R_k when the budget
+	// is exceeded: at l = 10 R_k the RBF kernel varies by less than 0.5% of sigma_f^2 across the
+	// data, so the input is effectively switched off and a longer lengthscale adds nothing the
+	// data can tell apart, while the node count grows linearly with it.
+	FlatLengthscale = 10.0
+)
+
+// GLPlan is a Gauss-Legendre grid chosen within a feature budget, with the lengthscale
+// window over which its features are accurate and the input lags they cover.
+type GLPlan struct {
+	// U and Nodes are the box half-widths and node counts per dimension.
+	U     []float64
+	Nodes []int
+	// LengthscaleMin and LengthscaleMax are the lengthscale bounds, per dimension, over which
+	// the grid is accurate: the requested bounds unless Adjusted. The optimizer must stay in them.
+	LengthscaleMin, LengthscaleMax []float64
+	// Width is, per dimension, the largest input lag |x_k - x'_k| (standardized units) at which
+	// the features are accurate over the whole window:
+	//
+	//	W_k = min( 2 (s_k - 1) / (AliasMargin U_k),  2 (s_k - 1) / U_k - kappa_k l_max,k ),
+	//
+	// the aliasing bound of SizeGL and the lag rule (LagFactor, MinLagFactor); for a grid
+	// given by overrides, the aliasing bound alone. Beyond about 1.2 W_k the
+	// features alias: the approximate kernel repeats itself instead of decaying.
+	Width []float64
+	// Adjusted reports that the bounds or the resolution were changed to fit the budget;
+	// Notes then say what was done, one sentence per change. FloorRaised reports that a
+	// lower lengthscale bound was raised (short lengthscales can no longer be learned), as
+	// opposed to only a lower resolution or an upper bound capped where the kernel is flat.
+	Adjusted    bool
+	FloorRaised bool
+	Notes       []string
+}
+
+// PlanGL chooses the Gauss-Legendre grid for family f within the budget c.MaxFeatures, for
+// inputs whose extent per dimension is c.Range (training and, where known, prediction inputs).
+// Nodes per dimension satisfy SizeGL's two bounds and the lag rule
+// s_k >= U_k (R_k + kappa l_max,k) / 2 + 1 (LagFactor), so that Width_k >= R_k. When that fits the
+// budget the plan uses the requested bounds. Otherwise it fits the grid to the budget and
+// records what it changed (digest 000 §6: the node count grows as U_k R_k for aliasing and as
+// l_max,k U_k for resolution, with U_k ~ 1 / l_min,k):
+//
+//  1. the resolution factor drops from ResolveFactor to BudgetResolveFactor and the box
+//     truncates the spectral mass BudgetTail instead of SizeGL's n-dependent tail;
+//  2. the budget is shared among dimensions: those that need fewer nodes keep their need, the
+//     others share the rest equally (in the product sense);
+//  3. in each dimension over its share b_k, the upper lengthscale bound is capped at
+//     FlatLengthscale R_k and the lower bound is raised to the smallest value the share can
+//     represent, l_lo = max(l_min, c t l_hi / b_k, t (AliasMargin R_k, R_k + kappa l_hi) / (2 (b_k - 1))),
+//     where t is the spectral tail quantile of SizeGL (U_k = t / l_lo);
+//  4. if the window closes (l_lo > l_hi), the lengthscale is fixed and the resolution factor
+//     drops to b_k / t, down to MinResolveFactor.
+//
+// Overrides (c.U, c.NodesPerDim) are used as given. PlanGL fails, wrapping ErrOverBudget, when
+// even step 4 cannot fit, saying what to change.
+func PlanGL(f kernel.Family, c GLSizing) (*GLPlan, error) {
+	U, nodes, err := SizeGL(f, c)
+	overrides := c.U != nil || c.NodesPerDim != nil
+	if overrides {
+		if err != nil {
+			return nil, err
+		}
+		p := newPlan(U, nodes, c.LengthscaleMin, c.LengthscaleMax, ResolveFactor, nil)
+		for k := range p.Width { // a grid given by hand: the aliasing bound alone
+			p.Width[k] = 2 * float64(nodes[k]-1) / (AliasMargin * U[k])
+		}
+		return p, nil
+	}
+	if err != nil && !errors.Is(err, ErrOverBudget) {
+		return nil, err
+	}
+	d := len(c.LengthscaleMin)
+	maxF := c.MaxFeatures
+	if maxF == 0 {
+		maxF = DefaultMaxFeatures
+	}
+	maxF = min(maxF, MaxGLFeatures)
+	t, err := boxQuantile(f, c, d)
+	if err != nil {
+		return nil, err
+	}
+	nodesFor := func(k int, lo, hi, res float64) float64 {
+		alias := math.Ceil(AliasMargin*t*c.Range[k]/(2*lo)) + 1
+		lag := math.Ceil(t*(c.Range[k]+lagFactor(res)*hi)/(2*lo)) + 1
+		return math.Max(math.Max(alias, lag), math.Ceil(res*t*hi/lo))
+	}
+	fits := func(need []float64) bool {
+		total := 1.0
+		for _, v := range need {
+			total *= v
+		}
+		return total <= float64(maxF) && slices.Max(need) <= MaxGaussLegendrePoints
+	}
+	lo, hi := append([]float64(nil), c.LengthscaleMin...), append([]float64(nil), c.LengthscaleMax...)
+	need := make([]float64, d)
+	for k := range need {
+		need[k] = nodesFor(k, lo[k], hi[k], ResolveFactor)
+	}
+	if fits(need) {
+		return planOf(t, need, lo, hi, ResolveFactor, nil), nil
+	}
+
+	// Step 1: the budget truncation and resolution factor.
+	notes := []string{fmt.Sprintf("resolution factor lowered from %g to %g (s_k >= c l_max U_k; kernel error about 3e-4 instead of 1e-11)", ResolveFactor, BudgetResolveFactor)}
+	if tb, err := upperTailQuantile(f, math.Log(BudgetTail/(2*float64(d)))); err == nil && tb < t {
+		notes = append(notes, fmt.Sprintf("spectral box truncated at tail mass %g (U_k = %.3g / l_min instead of %.3g / l_min; kernel error at most %g sigma_f^2)", BudgetTail, tb, t, BudgetTail))
+		t = tb
+	}
+	for k := range need {
+		need[k] = nodesFor(k, lo[k], hi[k], BudgetResolveFactor)
+	}
+	if fits(need) {
+		return planOf(t, need, lo, hi, BudgetResolveFactor, notes), nil
+	}
+
+	// Step 2: share the budget.
+	share := make([]float64, d)
+	order := make([]int, d)
+	for k := range order {
+		order[k] = k
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(need[a], need[b]) })
+	left := float64(maxF)
+	for i, k := range order {
+		fair := math.Floor(math.Pow(left, 1/float64(d-i)) * (1 + 1e-12))
+		share[k] = math.Min(math.Min(need[k], fair), MaxGaussLegendrePoints)
+		left /= share[k]
+	}
+
+	// Steps 3 and 4, per dimension over its share.
+	res := make([]float64, d)
+	for k := range res {
+		res[k] = BudgetResolveFactor
+		if share[k] >= need[k] {
+			continue
+		}
+		b := share[k]
+		if b < 2 {
+			return nil, fmt.Errorf("gl sizing: %w: max-features %d leaves %g node(s) for input dimension %d of %d; raise --max-features or use --method grief or rff", ErrOverBudget, maxF, b, k, d)
+		}
+		oldLo, oldHi := lo[k], hi[k]
+		hi[k] = math.Max(lo[k], math.Min(hi[k], FlatLengthscale*c.Range[k]))
+		r := c.Range[k]
+		lo[k] = math.Max(lo[k], math.Max(res[k]*t*hi[k]/b, t*math.Max(AliasMargin*r, r+LagFactor*hi[k])/(2*(b-1))))
+		if lo[k] > hi[k] {
+			// The window closed: one lengthscale l, at the lowest resolution the share allows:
+			// res = b / t, and the lag rule t (R + kappa l) / (2 l) + 1 <= b.
+			res[k] = b / t
+			den := 2*(b-1) - MinLagFactor*t
+			if res[k] < MinResolveFactor || den <= 0 {
+				need1 := math.Ceil(MinResolveFactor * t * 1.5)
+				return nil, fmt.Errorf("gl sizing: %w: max-features %d leaves %g nodes for input dimension %d of %d, too few for even a single lengthscale (about %g); raise --max-features to at least %.0f or use --method grief or rff",
+					ErrOverBudget, maxF, b, k, d, need1, math.Pow(need1, float64(d)))
+			}
+			l := math.Max(hi[k], t*math.Max(AliasMargin*r/(2*(b-1)), r/den))
+			if l > c.LengthscaleMax[k] {
+				return nil, fmt.Errorf("gl sizing: %w: with %g nodes for input dimension %d the data extent %.4g needs lengthscales of at least %.4g, above the upper bound %g; raise --max-features or the upper lengthscale bound, or use --method grief or rff",
+					ErrOverBudget, b, k, r, l, c.LengthscaleMax[k])
+			}
+			lo[k], hi[k] = l, l
+		}
+		if lo[k] != oldLo || hi[k] != oldHi {
+			notes = append(notes, fmt.Sprintf("dimension %d: lengthscale bounds %.4g,%.4g narrowed to %.4g,%.4g to fit %g nodes", k, oldLo, oldHi, lo[k], hi[k], b))
+		}
+		if res[k] < BudgetResolveFactor {
+			notes = append(notes, fmt.Sprintf("dimension %d: resolution factor %.3g (kernel error up to about 0.1)", k, res[k]))
+		}
+		need[k] = math.Min(nodesFor(k, lo[k], hi[k], res[k]), b)
+	}
+	if !fits(need) {
+		return nil, fmt.Errorf("gl sizing: %w: planned %v nodes for max-features %d", ErrOverBudget, need, maxF)
+	}
+	p := planOf(t, need, lo, hi, slices.Min(res), notes)
+	for k := range lo {
+		p.FloorRaised = p.FloorRaised || lo[k] > c.LengthscaleMin[k]
+	}
+	return p, nil
+}
+
+// lagFactor is kappa of the lag rule at resolution factor res.
+func lagFactor(res float64) float64 {
+	if res < BudgetResolveFactor {
+		return MinLagFactor
+	}
+	return LagFactor
+}
+
+// planOf builds a plan from the tail quantile t (U_k = t / lo_k) and node counts.
+func planOf(t float64, need, lo, hi []float64, res float64, notes []string) *GLPlan {
+	U := make([]float64, len(lo))
+	nodes := make([]int, len(lo))
+	for k := range U {
+		U[k] = t / lo[k]
+		nodes[k] = int(need[k])
+	}
+	return newPlan(U, nodes, lo, hi, res, notes)
+}
+
+func newPlan(U []float64, nodes []int, lo, hi []float64, res float64, notes []string) *GLPlan {
+	p := &GLPlan{U: U, Nodes: nodes, LengthscaleMin: append([]float64(nil), lo...), LengthscaleMax: append([]float64(nil), hi...),
+		Width: make([]float64, len(U)), Adjusted: len(notes) > 0, Notes: notes}
+	for k := range U {
+		s1 := float64(nodes[k] - 1)
+		p.Width[k] = math.Max(0, math.Min(2*s1/(AliasMargin*U[k]), 2*s1/U[k]-lagFactor(res)*hi[k]))
+	}
+	return p
 }

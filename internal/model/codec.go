@@ -201,6 +201,26 @@ func extensions() []extension {
 			encode:  func(e *encoder, m *Model) { e.float(m.LogLikSE) },
 			decode:  func(d *decoder, m *Model) { m.LogLikSE = d.float() },
 		},
+		{
+			tag:     "domain",
+			present: func(m *Model) bool { return m.Domain != nil },
+			encode:  func(e *encoder, m *Model) { e.floats(m.Domain.Lo); e.floats(m.Domain.Hi) },
+			decode:  func(d *decoder, m *Model) { m.Domain = &Domain{Lo: d.floats(), Hi: d.floats()} },
+		},
+		{
+			tag:     "sizing",
+			present: func(m *Model) bool { return m.Sizing != nil },
+			encode:  func(e *encoder, m *Model) { e.floats(m.Sizing.LengthscaleMin); e.floats(m.Sizing.LengthscaleMax) },
+			decode: func(d *decoder, m *Model) {
+				m.Sizing = &Sizing{LengthscaleMin: d.floats(), LengthscaleMax: d.floats()}
+			},
+		},
+		{
+			tag:     "method_choice",
+			present: func(m *Model) bool { return m.Choice != nil },
+			encode:  func(e *encoder, m *Model) { e.str(m.Choice.Requested); e.str(m.Choice.Reason) },
+			decode:  func(d *decoder, m *Model) { m.Choice = &MethodChoice{Requested: d.str(), Reason: d.str()} },
+		},
 	}
 }
 

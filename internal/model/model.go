@@ -118,6 +118,14 @@ type Model struct {
 	// its bound, an unconverged optimizer, the all-noise optimum, automatic sizing (see the
 	// Warn* codes). Encoded as an optional tagged section.
 	Warnings []Warning
+
+	// Domain is the box of standardized inputs in which the approximation is accurate (nil:
+	// everywhere); Predict returns the prior outside it. Sizing records the lengthscale bounds
+	// the automatic sizing used; Choice the method --method auto chose. All three are optional
+	// tagged sections of the encoding.
+	Domain *Domain
+	Sizing *Sizing
+	Choice *MethodChoice
 }
 
 // GRIEFMap rebuilds the model's GRIEF feature map and validates it.
@@ -188,6 +196,11 @@ type Prediction struct {
 	Mean      []float64
 	LatentVar []float64 // variance of the latent function f(x)
 	NoisyVar  []float64 // variance of a new noisy observation y = f(x) + eps
+	// Outside flags the rows outside the model's Domain (nil for a model without one); they
+	// carry the prior: mean YMean, latent variance sigma_f^2, noisy variance sigma_f^2 + sigma_n^2.
+	Outside []bool
+	// NOutside counts the flagged rows.
+	NOutside int
 }
 
 // predictBlock is how many rows are mapped to features at a time.
@@ -239,6 +252,14 @@ func (m *Model) Predict(x []float64, rows int) (Prediction, error) {
 			m.Transform.ApplyRow(x[(lo+i)*m.D:(lo+i+1)*m.D], xs[i*m.D:(i+1)*m.D])
 		}
 		mean, lv := p.Mean[lo:hi], p.LatentVar[lo:hi]
+		if m.Domain != nil {
+			if p.Outside == nil {
+				p.Outside = make([]bool, rows)
+			}
+			for i := 0; i < n; i++ {
+				p.Outside[lo+i] = !m.Domain.Contains(xs[i*m.D : (i+1)*m.D])
+			}
+		}
 		switch {
 		case fm != nil:
 			fm(xs[:n*m.D], n, z)
@@ -257,6 +278,11 @@ func (m *Model) Predict(x []float64, rows int) (Prediction, error) {
 	}
 	s2 := m.Transform.YScale * m.Transform.YScale
 	for i := range p.Mean {
+		if p.Outside != nil && p.Outside[i] {
+			// Outside the domain the features alias; the exact GP there returns to its prior.
+			p.NOutside++
+			p.Mean[i], p.LatentVar[i] = 0, m.Hyper.SignalVariance
+		}
 		p.Mean[i] = p.Mean[i]*m.Transform.YScale + m.Transform.YMean
 		p.LatentVar[i] *= s2
 		p.NoisyVar[i] = p.LatentVar[i] + m.Hyper.NoiseVariance*s2
@@ -366,6 +392,9 @@ func (m *Model) Validate() error {
 	}
 	if !(m.LogLikSE >= 0) || math.IsInf(m.LogLikSE, 0) {
 		return fmt.Errorf("log likelihood standard error %v must be non-negative and finite", m.LogLikSE)
+	}
+	if err := validateDomain(m); err != nil {
+		return err
 	}
 	groups := 0
 	if (m.GL != nil || m.RFF != nil) != (m.Features != nil) {

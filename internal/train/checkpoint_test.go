@@ -5,6 +5,9 @@ import (
 	"context"
 	"errors"
 	"testing"
+
+	"github.com/gpreduce/gpreduce/internal/model"
+	"github.com/gpreduce/gpreduce/internal/shard"
 )
 
 // TestResumeGivesIdenticalModel: a run stopped at any checkpoint (as when a leader dies) and
@@ -21,52 +24,80 @@ func TestResumeGivesIdenticalModel(t *testing.T) {
 			spec.NodesPerDim = []int{14, 14}
 			spec.Features = 48
 			spec.MaxIter = 12
-			eng := localEngine(t, tab, 4, 2)
-			var cks [][]byte
-			full, err := Run(context.Background(), eng, spec, Hooks{Save: func(_ context.Context, _ int, _ float64, ck []byte) error {
-				cks = append(cks, append([]byte(nil), ck...))
-				return nil
-			}})
-			if err != nil {
-				t.Fatal(err)
+			resumeMatches(t, tab, spec)
+		})
+	}
+}
+
+// resumeMatches interrupts runs of spec at several checkpoints, resumes each, and checks
+// that every resumed model is bitwise the uninterrupted one.
+func resumeMatches(t *testing.T, tab *shard.Table, spec Spec) *model.Model {
+	t.Helper()
+	eng := localEngine(t, tab, 4, 2)
+	var cks [][]byte
+	full, err := Run(context.Background(), eng, spec, Hooks{Save: func(_ context.Context, _ int, _ float64, ck []byte) error {
+		cks = append(cks, append([]byte(nil), ck...))
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := full.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cks) < 5 {
+		t.Fatalf("only %d checkpoints saved", len(cks))
+	}
+	for _, k := range []int{0, 1, 2, len(cks) / 2, len(cks) - 1} {
+		// Interrupt a fresh run at checkpoint k, then resume from it.
+		stop := errors.New("leader died")
+		n := 0
+		var last []byte
+		_, err := Run(context.Background(), localEngine(t, tab, 4, 1), spec, Hooks{Save: func(_ context.Context, _ int, _ float64, ck []byte) error {
+			last = append([]byte(nil), ck...)
+			n++
+			if n > k {
+				return stop
 			}
-			want, err := full.Bytes()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(cks) < 5 {
-				t.Fatalf("only %d checkpoints saved", len(cks))
-			}
-			for _, k := range []int{0, 1, 2, len(cks) / 2, len(cks) - 1} {
-				// Interrupt a fresh run at checkpoint k, then resume from it.
-				stop := errors.New("leader died")
-				n := 0
-				var last []byte
-				_, err := Run(context.Background(), localEngine(t, tab, 4, 1), spec, Hooks{Save: func(_ context.Context, _ int, _ float64, ck []byte) error {
-					last = append([]byte(nil), ck...)
-					n++
-					if n > k {
-						return stop
-					}
-					return nil
-				}})
-				if !errors.Is(err, stop) {
-					t.Fatalf("checkpoint %d: interrupted run returned %v", k, err)
-				}
-				if !bytes.Equal(last, cks[k]) {
-					t.Fatalf("checkpoint %d differs between runs", k)
-				}
-				m, err := Run(context.Background(), localEngine(t, tab, 4, 3), spec, Hooks{Resume: last})
-				if err != nil {
-					t.Fatalf("resume from checkpoint %d: %v", k, err)
-				}
-				got, err := m.Bytes()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !bytes.Equal(got, want) {
-					t.Errorf("model resumed from checkpoint %d of %d differs from the uninterrupted one", k, len(cks))
-				}
+			return nil
+		}})
+		if !errors.Is(err, stop) {
+			t.Fatalf("checkpoint %d: interrupted run returned %v", k, err)
+		}
+		if !bytes.Equal(last, cks[k]) {
+			t.Fatalf("checkpoint %d differs between runs", k)
+		}
+		m, err := Run(context.Background(), localEngine(t, tab, 4, 3), spec, Hooks{Resume: last})
+		if err != nil {
+			t.Fatalf("resume from checkpoint %d: %v", k, err)
+		}
+		got, err := m.Bytes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("model resumed from checkpoint %d of %d differs from the uninterrupted one", k, len(cks))
+		}
+	}
+	return full
+}
+
+// TestResumeAutoGivesIdenticalModel: the method auto chooses is chosen again on resume, from
+// the same statistics, and the resumed model (choice included) is bitwise the same.
+func TestResumeAutoGivesIdenticalModel(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		n, d  int
+		exact int
+	}{{"exact", 200, 2, 0}, {"gl", 600, 1, 100}} {
+		t.Run(c.name, func(t *testing.T) {
+			spec := DefaultSpec(Auto)
+			spec.LengthscaleBounds = [2]float64{0.5, 1}
+			spec.ExactMaxRows = c.exact
+			spec.MaxIter = 12
+			if m := resumeMatches(t, synthTable(c.n, c.d, 71), spec); m.Method != c.name || m.Choice == nil {
+				t.Fatalf("auto trained %s (choice %+v), want %s", m.Method, m.Choice, c.name)
 			}
 		})
 	}

@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
@@ -32,26 +33,47 @@ func (r *run) trainGL(ctx context.Context, eng engine.Engine, p *prepared) (*mod
 
 	// Step 1: fix the grid once, for the worst case over the box (digest §4 and §6): U from
 	// the smallest lengthscale, largest signal variance and smallest noise; nodes per
-	// dimension from both the data extent (s_k >= U_k R_k / 2) and the largest lengthscale
-	// (s_k >= about 4 l_max U_k).
+	// dimension from the extent of the inputs (training and, when the spec names them, those
+	// to be predicted, with a margin) against aliasing and from the largest lengthscale. When
+	// that exceeds the feature budget, features.PlanGL narrows the lengthscale window to what
+	// the budget can represent, and the model says so.
+	lo, hi := p.lo, p.hi
+	if lo == nil { // resumed: the extremes are not in the checkpoint
+		q, err := prepare(ctx, eng, spec, r.obs)
+		if err != nil {
+			return nil, err
+		}
+		lo, hi = q.lo, q.hi
+	}
+	ext, err := glExtent(spec, p, lo, hi)
+	if err != nil {
+		return nil, fmt.Errorf("gl: %w", err)
+	}
 	lmin, lmax := make([]float64, d), make([]float64, d)
 	for k := range lmin {
 		lmin[k], lmax[k] = spec.LengthscaleBounds[0], spec.LengthscaleBounds[1]
 	}
-	U, nodes, err := features.SizeGL(fam, features.GLSizing{
+	plan, err := features.PlanGL(fam, features.GLSizing{
 		N: p.n, LengthscaleMin: lmin, LengthscaleMax: lmax,
 		SignalVarianceMax: spec.SignalVarianceBounds[1], NoiseVarianceMin: spec.NoiseVarianceBounds[0],
-		Range: p.ranges, MaxFeatures: spec.maxFeatures(), U: spec.GLBox, NodesPerDim: spec.NodesPerDim,
+		Range: ext, MaxFeatures: spec.maxFeatures(), U: spec.GLBox, NodesPerDim: spec.NodesPerDim,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("gl: %w", err)
 	}
+	U, nodes := plan.U, plan.Nodes
 	gl, err := features.NewGL(fam, U, nodes)
 	if err != nil {
 		return nil, fmt.Errorf("gl: %w", err)
 	}
 	s := gl.NumFeatures()
 	obs(Event{Phase: "sizing", Message: fmt.Sprintf("%d Gauss-Legendre features (nodes per dimension %v, box %s)", s, nodes, fmtFloats(U))})
+	sizing := ""
+	if plan.Adjusted {
+		sizing = fmt.Sprintf("gl: the lengthscale bounds %g,%g need more than max-features %d Gauss-Legendre features; %s",
+			spec.LengthscaleBounds[0], spec.LengthscaleBounds[1], spec.maxFeatures(), strings.Join(plan.Notes, "; "))
+		obs(Event{Phase: "sizing", Message: sizing})
+	}
 
 	// Step 2: one map-reduce pass for the Gram statistic (digest §2.1, Appendix step 2),
 	// unless a checkpoint carries it.
@@ -80,6 +102,9 @@ func (r *run) trainGL(ctx context.Context, eng engine.Engine, p *prepared) (*mod
 	// Step 3: the optimizer loop on the reduced statistics alone (digest §2.3).
 	lik := newGLLikelihood(gl, g)
 	lower, upper := box(spec, d)
+	for k := 0; k < d; k++ {
+		lower[k], upper[k] = math.Log(plan.LengthscaleMin[k]), math.Log(plan.LengthscaleMax[k])
+	}
 	fit, err := r.optimize(ctx, lik.objective, lik.value, lower, upper, p)
 	if err != nil {
 		return nil, fmt.Errorf("gl: %w", err)
@@ -94,7 +119,47 @@ func (r *run) trainGL(ctx context.Context, eng engine.Engine, p *prepared) (*mod
 	m := newModel(spec, p, fit, f.LML)
 	m.GL = &model.GLParams{U: U, NodesPerDim: nodes}
 	m.Features = f.Predictor()
+	m.Domain = glDomain(plan.Width, lo, hi)
+	if plan.Adjusted {
+		m.Sizing = &model.Sizing{LengthscaleMin: plan.LengthscaleMin, LengthscaleMax: plan.LengthscaleMax}
+		m.Warn(model.WarnSizing, "%s", sizing)
+	}
 	return m, nil
+}
+
+// DomainMargin widens the input extent the Gauss-Legendre grid is sized for by this share
+// of itself, so inputs slightly beyond the known ones stay in the model's domain.
+const DomainMargin = 0.1
+
+// glExtent is the per-dimension extent (standardized units) the grid must cover: the union
+// of the training inputs' box [lo, hi] and the spec's prediction box, times 1 + DomainMargin.
+func glExtent(spec Spec, p *prepared, lo, hi []float64) ([]float64, error) {
+	ext := make([]float64, p.d)
+	for k := range ext {
+		a, b := lo[k], hi[k]
+		if len(spec.PredictMin) == p.d && len(spec.PredictMax) == p.d {
+			a = math.Min(a, (spec.PredictMin[k]-p.tf.XMean[k])/p.tf.XScale[k])
+			b = math.Max(b, (spec.PredictMax[k]-p.tf.XMean[k])/p.tf.XScale[k])
+		}
+		ext[k] = (b - a) * (1 + DomainMargin)
+		if math.IsNaN(ext[k]) || math.IsInf(ext[k], 0) {
+			return nil, fmt.Errorf("input column %d: the extent of the inputs to cover is %v", k, ext[k])
+		}
+	}
+	return ext, nil
+}
+
+// glDomain is the box of points whose lag to every training input, per dimension, is at
+// most the grid's accurate width W_k: [hi_k - W_k, lo_k + W_k]. Inside it every kernel value
+// a prediction uses is reproduced by the features; outside, some alias. It always contains
+// the training box [lo, hi], where the model was fitted: a grid given by hand (--gl-box,
+// --nodes-per-dim) may be narrower than the training inputs, and then trust is the user's.
+func glDomain(width, lo, hi []float64) *model.Domain {
+	dom := &model.Domain{Lo: make([]float64, len(width)), Hi: make([]float64, len(width))}
+	for k, w := range width {
+		dom.Lo[k], dom.Hi[k] = math.Min(lo[k], hi[k]-w), math.Max(hi[k], lo[k]+w)
+	}
+	return dom
 }
 
 // glLikelihood evaluates the GL log marginal likelihood from the reduced statistics alone.

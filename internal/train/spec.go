@@ -12,7 +12,7 @@ import (
 // lengthscale of 1 is one standard deviation of its input column and a noise variance of 0.1
 // is a tenth of the target's variance.
 type Spec struct {
-	Method string `json:"method" yaml:"method"` // gl, rff, exact, grief, cg or kmcg
+	Method string `json:"method" yaml:"method"` // auto, gl, rff, exact, grief, cg or kmcg
 	Kernel string `json:"kernel" yaml:"kernel"` // rbf, matern12, matern32, matern52
 	Seed   uint64 `json:"seed" yaml:"seed"`
 
@@ -31,6 +31,11 @@ type Spec struct {
 	NodesPerDim []int     `json:"nodes_per_dim,omitempty" yaml:"nodes_per_dim,omitempty"` // gl: override the automatic node counts
 	GLBox       []float64 `json:"gl_box,omitempty" yaml:"gl_box,omitempty"`               // gl: override the box half-widths U
 	MaxFeatures int       `json:"max_features,omitempty" yaml:"max_features,omitempty"`   // gl, rff: refuse more features than this
+	// PredictMin and PredictMax bound the inputs the model will predict at, per input column
+	// in original units (both or neither; eval sets them from its test rows): gl sizes its
+	// grid so its domain covers them as well as the training inputs.
+	PredictMin []float64 `json:"predict_min,omitempty" yaml:"predict_min,omitempty"`
+	PredictMax []float64 `json:"predict_max,omitempty" yaml:"predict_max,omitempty"`
 
 	// Exact.
 	ExactMaxRows int `json:"exact_max_rows,omitempty" yaml:"exact_max_rows,omitempty"`
@@ -97,10 +102,19 @@ func DefaultSpec(method string) Spec {
 func (s *Spec) Validate(d int) error {
 	switch s.Method {
 	case "gl", "rff", "exact", "grief", "cg", "kmcg":
+	case Auto:
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"nodes-per-dim", len(s.NodesPerDim) > 0}, {"gl-box", len(s.GLBox) > 0}, {"features", s.Features != 0}} {
+			if f.set {
+				return fmt.Errorf("%s: a setting of a particular method, but the method is auto (chosen from the data); give the method too, e.g. --method gl", f.name)
+			}
+		}
 	case "":
-		return fmt.Errorf("method: not set; use gl, rff, exact, grief, cg or kmcg")
+		return fmt.Errorf("method: not set; use auto, gl, rff, exact, grief, cg or kmcg")
 	default:
-		return fmt.Errorf("method: unknown method %q; use gl, rff, exact, grief, cg or kmcg", s.Method)
+		return fmt.Errorf("method: unknown method %q; use auto, gl, rff, exact, grief, cg or kmcg", s.Method)
 	}
 	if _, err := kernel.ParseFamily(s.Kernel); err != nil {
 		return fmt.Errorf("kernel: %w", err)
@@ -137,6 +151,14 @@ func (s *Spec) Validate(d int) error {
 	for _, v := range s.GLBox {
 		if !(v > 0) || math.IsInf(v, 0) {
 			return fmt.Errorf("gl-box: %g must be positive and finite", v)
+		}
+	}
+	if len(s.PredictMin) != len(s.PredictMax) || (d > 0 && len(s.PredictMin) != 0 && len(s.PredictMin) != d) {
+		return fmt.Errorf("predict-range: %d minima and %d maxima for %d input columns; give one of each per column", len(s.PredictMin), len(s.PredictMax), d)
+	}
+	for k := range s.PredictMin {
+		if !(s.PredictMin[k] <= s.PredictMax[k]) || math.IsInf(s.PredictMin[k], 0) || math.IsInf(s.PredictMax[k], 0) {
+			return fmt.Errorf("predict-range: column %d has %g,%g; give finite LO <= HI", k, s.PredictMin[k], s.PredictMax[k])
 		}
 	}
 	switch s.Inference {

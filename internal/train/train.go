@@ -46,24 +46,51 @@ func Run(ctx context.Context, eng engine.Engine, spec Spec, hooks Hooks) (*model
 	if err != nil {
 		return nil, err
 	}
+	var choice *model.MethodChoice
+	if spec.isAuto() {
+		// The choice depends only on the prepared statistics and the spec, so a resumed run
+		// chooses the same method.
+		if p.lo == nil {
+			q, err := prepare(ctx, eng, spec, r.obs)
+			if err != nil {
+				return nil, err
+			}
+			p.lo, p.hi = q.lo, q.hi
+		}
+		ext, err := glExtent(spec, p, p.lo, p.hi)
+		if err != nil {
+			return nil, err
+		}
+		method, reason := chooseMethod(spec, p, ext)
+		spec.Method, r.spec.Method = method, method
+		choice = &model.MethodChoice{Requested: Auto, Reason: reason}
+		r.obs(Event{Phase: "method", Message: fmt.Sprintf("auto chose %s: %s", method, reason)})
+	}
 	if err := spec.Validate(p.d); err != nil {
 		return nil, err
 	}
+	var m *model.Model
 	switch spec.Method {
 	case "gl":
-		return r.trainGL(ctx, eng, p)
+		m, err = r.trainGL(ctx, eng, p)
 	case "rff":
-		return r.trainRFF(ctx, eng, p)
+		m, err = r.trainRFF(ctx, eng, p)
 	case "exact":
-		return r.trainExact(ctx, eng, p)
+		m, err = r.trainExact(ctx, eng, p)
 	case "grief":
-		return r.trainGRIEF(ctx, eng, p)
+		m, err = r.trainGRIEF(ctx, eng, p)
 	case "cg":
-		return r.trainCG(ctx, eng, p)
+		m, err = r.trainCG(ctx, eng, p)
 	case "kmcg":
-		return r.trainKMCG(ctx, eng, p)
+		m, err = r.trainKMCG(ctx, eng, p)
+	default:
+		return nil, fmt.Errorf("method: unknown method %q", spec.Method)
 	}
-	return nil, fmt.Errorf("method: unknown method %q", spec.Method)
+	if err != nil {
+		return nil, err
+	}
+	m.Choice = choice
+	return m, nil
 }
 
 // prepared is what every method learns in its first pass: the standardization and, in

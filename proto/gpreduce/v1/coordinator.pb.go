@@ -82,21 +82,22 @@ func (JobState) EnumDescriptor() ([]byte, []int) {
 // JobSpec is a training job: the method and its settings (bounds in standardized units, as
 // in `coordinator eval`), the data, and the fixed shard count.
 type JobSpec struct {
-	state                protoimpl.MessageState `protogen:"open.v1"`
-	Method               string                 `protobuf:"bytes,1,opt,name=method,proto3" json:"method,omitempty"`
-	Kernel               string                 `protobuf:"bytes,2,opt,name=kernel,proto3" json:"kernel,omitempty"`
-	Seed                 uint64                 `protobuf:"varint,3,opt,name=seed,proto3" json:"seed,omitempty"`
-	LengthscaleBounds    []float64              `protobuf:"fixed64,4,rep,packed,name=lengthscale_bounds,json=lengthscaleBounds,proto3" json:"lengthscale_bounds,omitempty"`
-	SignalVarianceBounds []float64              `protobuf:"fixed64,5,rep,packed,name=signal_variance_bounds,json=signalVarianceBounds,proto3" json:"signal_variance_bounds,omitempty"`
-	NoiseVarianceBounds  []float64              `protobuf:"fixed64,6,rep,packed,name=noise_variance_bounds,json=noiseVarianceBounds,proto3" json:"noise_variance_bounds,omitempty"`
-	MaxIter              int32                  `protobuf:"varint,7,opt,name=max_iter,json=maxIter,proto3" json:"max_iter,omitempty"`
-	Features             int32                  `protobuf:"varint,8,opt,name=features,proto3" json:"features,omitempty"`
-	NodesPerDim          []int32                `protobuf:"varint,9,rep,packed,name=nodes_per_dim,json=nodesPerDim,proto3" json:"nodes_per_dim,omitempty"`
-	GlBox                []float64              `protobuf:"fixed64,10,rep,packed,name=gl_box,json=glBox,proto3" json:"gl_box,omitempty"`
-	MaxFeatures          int32                  `protobuf:"varint,11,opt,name=max_features,json=maxFeatures,proto3" json:"max_features,omitempty"`
-	ExactMaxRows         int32                  `protobuf:"varint,12,opt,name=exact_max_rows,json=exactMaxRows,proto3" json:"exact_max_rows,omitempty"`
-	Data                 *DataSource            `protobuf:"bytes,13,opt,name=data,proto3" json:"data,omitempty"`
-	Shards               int32                  `protobuf:"varint,14,opt,name=shards,proto3" json:"shards,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// auto, gl, rff, exact, grief, cg or kmcg (clients default to auto).
+	Method               string      `protobuf:"bytes,1,opt,name=method,proto3" json:"method,omitempty"`
+	Kernel               string      `protobuf:"bytes,2,opt,name=kernel,proto3" json:"kernel,omitempty"`
+	Seed                 uint64      `protobuf:"varint,3,opt,name=seed,proto3" json:"seed,omitempty"`
+	LengthscaleBounds    []float64   `protobuf:"fixed64,4,rep,packed,name=lengthscale_bounds,json=lengthscaleBounds,proto3" json:"lengthscale_bounds,omitempty"`
+	SignalVarianceBounds []float64   `protobuf:"fixed64,5,rep,packed,name=signal_variance_bounds,json=signalVarianceBounds,proto3" json:"signal_variance_bounds,omitempty"`
+	NoiseVarianceBounds  []float64   `protobuf:"fixed64,6,rep,packed,name=noise_variance_bounds,json=noiseVarianceBounds,proto3" json:"noise_variance_bounds,omitempty"`
+	MaxIter              int32       `protobuf:"varint,7,opt,name=max_iter,json=maxIter,proto3" json:"max_iter,omitempty"`
+	Features             int32       `protobuf:"varint,8,opt,name=features,proto3" json:"features,omitempty"`
+	NodesPerDim          []int32     `protobuf:"varint,9,rep,packed,name=nodes_per_dim,json=nodesPerDim,proto3" json:"nodes_per_dim,omitempty"`
+	GlBox                []float64   `protobuf:"fixed64,10,rep,packed,name=gl_box,json=glBox,proto3" json:"gl_box,omitempty"`
+	MaxFeatures          int32       `protobuf:"varint,11,opt,name=max_features,json=maxFeatures,proto3" json:"max_features,omitempty"`
+	ExactMaxRows         int32       `protobuf:"varint,12,opt,name=exact_max_rows,json=exactMaxRows,proto3" json:"exact_max_rows,omitempty"`
+	Data                 *DataSource `protobuf:"bytes,13,opt,name=data,proto3" json:"data,omitempty"`
+	Shards               int32       `protobuf:"varint,14,opt,name=shards,proto3" json:"shards,omitempty"`
 	// Seconds a round may wait for a shard with no live worker before the job fails (0: 300).
 	ShardTimeoutSeconds int32 `protobuf:"varint,15,opt,name=shard_timeout_seconds,json=shardTimeoutSeconds,proto3" json:"shard_timeout_seconds,omitempty"`
 	// GP-GRIEF settings: inference "type1" (MCMC over weights and noise) or "type2"; grid is
@@ -454,8 +455,14 @@ type Job struct {
 	LogLikelihood   float64          `protobuf:"fixed64,11,opt,name=log_likelihood,json=logLikelihood,proto3" json:"log_likelihood,omitempty"`
 	TrainSeconds    float64          `protobuf:"fixed64,12,opt,name=train_seconds,json=trainSeconds,proto3" json:"train_seconds,omitempty"`
 	ModelBytes      int64            `protobuf:"varint,13,opt,name=model_bytes,json=modelBytes,proto3" json:"model_bytes,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// On success of a job submitted with method "auto": the method chosen and why (the spec
+	// keeps "auto").
+	MethodChoice *MethodChoice `protobuf:"bytes,14,opt,name=method_choice,json=methodChoice,proto3" json:"method_choice,omitempty"`
+	// On success: what a user should know before trusting the model (a hyperparameter on its
+	// bound, an unconverged optimizer, the all-noise optimum, sizing that narrowed the bounds).
+	Warnings      []*Warning `protobuf:"bytes,15,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Job) Reset() {
@@ -579,6 +586,127 @@ func (x *Job) GetModelBytes() int64 {
 	return 0
 }
 
+func (x *Job) GetMethodChoice() *MethodChoice {
+	if x != nil {
+		return x.MethodChoice
+	}
+	return nil
+}
+
+func (x *Job) GetWarnings() []*Warning {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
+}
+
+// MethodChoice is the method --method auto chose for a job and the reason.
+type MethodChoice struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Method        string                 `protobuf:"bytes,1,opt,name=method,proto3" json:"method,omitempty"`
+	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MethodChoice) Reset() {
+	*x = MethodChoice{}
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MethodChoice) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MethodChoice) ProtoMessage() {}
+
+func (x *MethodChoice) ProtoReflect() protoreflect.Message {
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MethodChoice.ProtoReflect.Descriptor instead.
+func (*MethodChoice) Descriptor() ([]byte, []int) {
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *MethodChoice) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *MethodChoice) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// Warning is one condition of a trained model; code is stable (hyperparameter_on_bound,
+// not_converged, all_noise, outside_domain, sizing, estimate), message says what to change.
+type Warning struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Code          string                 `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
+	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Warning) Reset() {
+	*x = Warning{}
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Warning) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Warning) ProtoMessage() {}
+
+func (x *Warning) ProtoReflect() protoreflect.Message {
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Warning.ProtoReflect.Descriptor instead.
+func (*Warning) Descriptor() ([]byte, []int) {
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Warning) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *Warning) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 type SubmitJobRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Spec  *JobSpec               `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
@@ -590,7 +718,7 @@ type SubmitJobRequest struct {
 
 func (x *SubmitJobRequest) Reset() {
 	*x = SubmitJobRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[3]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -602,7 +730,7 @@ func (x *SubmitJobRequest) String() string {
 func (*SubmitJobRequest) ProtoMessage() {}
 
 func (x *SubmitJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[3]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -615,7 +743,7 @@ func (x *SubmitJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitJobRequest.ProtoReflect.Descriptor instead.
 func (*SubmitJobRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{3}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SubmitJobRequest) GetSpec() *JobSpec {
@@ -641,7 +769,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[4]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -653,7 +781,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[4]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -666,7 +794,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{4}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetJobRequest) GetId() string {
@@ -684,7 +812,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[5]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -696,7 +824,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[5]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -709,7 +837,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{5}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{7}
 }
 
 type ListJobsResponse struct {
@@ -721,7 +849,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[6]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -733,7 +861,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[6]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -746,7 +874,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{6}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListJobsResponse) GetJobs() []*Job {
@@ -765,7 +893,7 @@ type CancelJobRequest struct {
 
 func (x *CancelJobRequest) Reset() {
 	*x = CancelJobRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[7]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -777,7 +905,7 @@ func (x *CancelJobRequest) String() string {
 func (*CancelJobRequest) ProtoMessage() {}
 
 func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[7]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -790,7 +918,7 @@ func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobRequest.ProtoReflect.Descriptor instead.
 func (*CancelJobRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{7}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CancelJobRequest) GetId() string {
@@ -809,7 +937,7 @@ type DeleteJobRequest struct {
 
 func (x *DeleteJobRequest) Reset() {
 	*x = DeleteJobRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[8]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -821,7 +949,7 @@ func (x *DeleteJobRequest) String() string {
 func (*DeleteJobRequest) ProtoMessage() {}
 
 func (x *DeleteJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[8]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -834,7 +962,7 @@ func (x *DeleteJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobRequest.ProtoReflect.Descriptor instead.
 func (*DeleteJobRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{8}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeleteJobRequest) GetIds() []string {
@@ -852,7 +980,7 @@ type DeleteJobResponse struct {
 
 func (x *DeleteJobResponse) Reset() {
 	*x = DeleteJobResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[9]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -864,7 +992,7 @@ func (x *DeleteJobResponse) String() string {
 func (*DeleteJobResponse) ProtoMessage() {}
 
 func (x *DeleteJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[9]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -877,7 +1005,7 @@ func (x *DeleteJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobResponse.ProtoReflect.Descriptor instead.
 func (*DeleteJobResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{9}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{11}
 }
 
 type GetBlobRequest struct {
@@ -889,7 +1017,7 @@ type GetBlobRequest struct {
 
 func (x *GetBlobRequest) Reset() {
 	*x = GetBlobRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[10]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -901,7 +1029,7 @@ func (x *GetBlobRequest) String() string {
 func (*GetBlobRequest) ProtoMessage() {}
 
 func (x *GetBlobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[10]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -914,7 +1042,7 @@ func (x *GetBlobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBlobRequest.ProtoReflect.Descriptor instead.
 func (*GetBlobRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{10}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetBlobRequest) GetSha256() string {
@@ -932,7 +1060,7 @@ type ReadIndexRequest struct {
 
 func (x *ReadIndexRequest) Reset() {
 	*x = ReadIndexRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[11]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -944,7 +1072,7 @@ func (x *ReadIndexRequest) String() string {
 func (*ReadIndexRequest) ProtoMessage() {}
 
 func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[11]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -957,7 +1085,7 @@ func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexRequest.ProtoReflect.Descriptor instead.
 func (*ReadIndexRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{11}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{13}
 }
 
 type ReadIndexResponse struct {
@@ -969,7 +1097,7 @@ type ReadIndexResponse struct {
 
 func (x *ReadIndexResponse) Reset() {
 	*x = ReadIndexResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[12]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -981,7 +1109,7 @@ func (x *ReadIndexResponse) String() string {
 func (*ReadIndexResponse) ProtoMessage() {}
 
 func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[12]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -994,7 +1122,7 @@ func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexResponse.ProtoReflect.Descriptor instead.
 func (*ReadIndexResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{12}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReadIndexResponse) GetIndex() uint64 {
@@ -1013,7 +1141,7 @@ type WatchJobRequest struct {
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[13]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1025,7 +1153,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[13]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1038,7 +1166,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{13}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WatchJobRequest) GetId() string {
@@ -1064,7 +1192,7 @@ type JobEvent struct {
 
 func (x *JobEvent) Reset() {
 	*x = JobEvent{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[14]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1076,7 +1204,7 @@ func (x *JobEvent) String() string {
 func (*JobEvent) ProtoMessage() {}
 
 func (x *JobEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[14]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1089,7 +1217,7 @@ func (x *JobEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobEvent.ProtoReflect.Descriptor instead.
 func (*JobEvent) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{14}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *JobEvent) GetJobId() string {
@@ -1160,7 +1288,7 @@ type PredictRequest struct {
 
 func (x *PredictRequest) Reset() {
 	*x = PredictRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[15]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1172,7 +1300,7 @@ func (x *PredictRequest) String() string {
 func (*PredictRequest) ProtoMessage() {}
 
 func (x *PredictRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[15]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1185,7 +1313,7 @@ func (x *PredictRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PredictRequest.ProtoReflect.Descriptor instead.
 func (*PredictRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{15}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PredictRequest) GetJobId() string {
@@ -1210,17 +1338,20 @@ func (x *PredictRequest) GetX() []float64 {
 }
 
 type PredictResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Mean          []float64              `protobuf:"fixed64,1,rep,packed,name=mean,proto3" json:"mean,omitempty"`
-	LatentVar     []float64              `protobuf:"fixed64,2,rep,packed,name=latent_var,json=latentVar,proto3" json:"latent_var,omitempty"`
-	NoisyVar      []float64              `protobuf:"fixed64,3,rep,packed,name=noisy_var,json=noisyVar,proto3" json:"noisy_var,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Mean      []float64              `protobuf:"fixed64,1,rep,packed,name=mean,proto3" json:"mean,omitempty"`
+	LatentVar []float64              `protobuf:"fixed64,2,rep,packed,name=latent_var,json=latentVar,proto3" json:"latent_var,omitempty"`
+	NoisyVar  []float64              `protobuf:"fixed64,3,rep,packed,name=noisy_var,json=noisyVar,proto3" json:"noisy_var,omitempty"`
+	// Per row, whether it lies outside the model's domain (then it carries the prior); empty
+	// for models whose approximation holds everywhere.
+	OutsideDomain []bool `protobuf:"varint,4,rep,packed,name=outside_domain,json=outsideDomain,proto3" json:"outside_domain,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PredictResponse) Reset() {
 	*x = PredictResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[16]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1232,7 +1363,7 @@ func (x *PredictResponse) String() string {
 func (*PredictResponse) ProtoMessage() {}
 
 func (x *PredictResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[16]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1245,7 +1376,7 @@ func (x *PredictResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PredictResponse.ProtoReflect.Descriptor instead.
 func (*PredictResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{16}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PredictResponse) GetMean() []float64 {
@@ -1269,6 +1400,13 @@ func (x *PredictResponse) GetNoisyVar() []float64 {
 	return nil
 }
 
+func (x *PredictResponse) GetOutsideDomain() []bool {
+	if x != nil {
+		return x.OutsideDomain
+	}
+	return nil
+}
+
 type GetModelRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
@@ -1278,7 +1416,7 @@ type GetModelRequest struct {
 
 func (x *GetModelRequest) Reset() {
 	*x = GetModelRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[17]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1290,7 +1428,7 @@ func (x *GetModelRequest) String() string {
 func (*GetModelRequest) ProtoMessage() {}
 
 func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[17]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1303,7 +1441,7 @@ func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelRequest.ProtoReflect.Descriptor instead.
 func (*GetModelRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{17}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetModelRequest) GetJobId() string {
@@ -1322,7 +1460,7 @@ type ModelChunk struct {
 
 func (x *ModelChunk) Reset() {
 	*x = ModelChunk{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[18]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1334,7 +1472,7 @@ func (x *ModelChunk) String() string {
 func (*ModelChunk) ProtoMessage() {}
 
 func (x *ModelChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[18]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1347,7 +1485,7 @@ func (x *ModelChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelChunk.ProtoReflect.Descriptor instead.
 func (*ModelChunk) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{18}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ModelChunk) GetData() []byte {
@@ -1370,7 +1508,7 @@ type RegisterWorkerRequest struct {
 
 func (x *RegisterWorkerRequest) Reset() {
 	*x = RegisterWorkerRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[19]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1382,7 +1520,7 @@ func (x *RegisterWorkerRequest) String() string {
 func (*RegisterWorkerRequest) ProtoMessage() {}
 
 func (x *RegisterWorkerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[19]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1395,7 +1533,7 @@ func (x *RegisterWorkerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterWorkerRequest.ProtoReflect.Descriptor instead.
 func (*RegisterWorkerRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{19}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RegisterWorkerRequest) GetAddress() string {
@@ -1429,7 +1567,7 @@ type RegisterWorkerResponse struct {
 
 func (x *RegisterWorkerResponse) Reset() {
 	*x = RegisterWorkerResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[20]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1441,7 +1579,7 @@ func (x *RegisterWorkerResponse) String() string {
 func (*RegisterWorkerResponse) ProtoMessage() {}
 
 func (x *RegisterWorkerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[20]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1454,7 +1592,7 @@ func (x *RegisterWorkerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterWorkerResponse.ProtoReflect.Descriptor instead.
 func (*RegisterWorkerResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{20}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RegisterWorkerResponse) GetWorkerId() string {
@@ -1480,7 +1618,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[21]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1492,7 +1630,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[21]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1505,7 +1643,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{21}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *HeartbeatRequest) GetWorkerId() string {
@@ -1523,7 +1661,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[22]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1535,7 +1673,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[22]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1548,7 +1686,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{22}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{24}
 }
 
 type JoinClusterRequest struct {
@@ -1562,7 +1700,7 @@ type JoinClusterRequest struct {
 
 func (x *JoinClusterRequest) Reset() {
 	*x = JoinClusterRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[23]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1574,7 +1712,7 @@ func (x *JoinClusterRequest) String() string {
 func (*JoinClusterRequest) ProtoMessage() {}
 
 func (x *JoinClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[23]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1587,7 +1725,7 @@ func (x *JoinClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinClusterRequest.ProtoReflect.Descriptor instead.
 func (*JoinClusterRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{23}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *JoinClusterRequest) GetId() string {
@@ -1619,7 +1757,7 @@ type JoinClusterResponse struct {
 
 func (x *JoinClusterResponse) Reset() {
 	*x = JoinClusterResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[24]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1631,7 +1769,7 @@ func (x *JoinClusterResponse) String() string {
 func (*JoinClusterResponse) ProtoMessage() {}
 
 func (x *JoinClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[24]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1644,7 +1782,7 @@ func (x *JoinClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinClusterResponse.ProtoReflect.Descriptor instead.
 func (*JoinClusterResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{24}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{26}
 }
 
 type RemoveMemberRequest struct {
@@ -1656,7 +1794,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[25]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1668,7 +1806,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[25]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1681,7 +1819,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{25}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RemoveMemberRequest) GetId() string {
@@ -1699,7 +1837,7 @@ type RemoveMemberResponse struct {
 
 func (x *RemoveMemberResponse) Reset() {
 	*x = RemoveMemberResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[26]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1711,7 +1849,7 @@ func (x *RemoveMemberResponse) String() string {
 func (*RemoveMemberResponse) ProtoMessage() {}
 
 func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[26]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1724,7 +1862,7 @@ func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{26}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{28}
 }
 
 type ListMembersRequest struct {
@@ -1735,7 +1873,7 @@ type ListMembersRequest struct {
 
 func (x *ListMembersRequest) Reset() {
 	*x = ListMembersRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[27]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1747,7 +1885,7 @@ func (x *ListMembersRequest) String() string {
 func (*ListMembersRequest) ProtoMessage() {}
 
 func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[27]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1760,7 +1898,7 @@ func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersRequest.ProtoReflect.Descriptor instead.
 func (*ListMembersRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{27}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{29}
 }
 
 type Member struct {
@@ -1775,7 +1913,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[28]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1787,7 +1925,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[28]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1800,7 +1938,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{28}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Member) GetId() string {
@@ -1840,7 +1978,7 @@ type ListMembersResponse struct {
 
 func (x *ListMembersResponse) Reset() {
 	*x = ListMembersResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[29]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1852,7 +1990,7 @@ func (x *ListMembersResponse) String() string {
 func (*ListMembersResponse) ProtoMessage() {}
 
 func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[29]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1865,7 +2003,7 @@ func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersResponse.ProtoReflect.Descriptor instead.
 func (*ListMembersResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{29}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListMembersResponse) GetMembers() []*Member {
@@ -1883,7 +2021,7 @@ type ListWorkersRequest struct {
 
 func (x *ListWorkersRequest) Reset() {
 	*x = ListWorkersRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[30]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1895,7 +2033,7 @@ func (x *ListWorkersRequest) String() string {
 func (*ListWorkersRequest) ProtoMessage() {}
 
 func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[30]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1908,7 +2046,7 @@ func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{30}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{32}
 }
 
 type WorkerInfo struct {
@@ -1923,7 +2061,7 @@ type WorkerInfo struct {
 
 func (x *WorkerInfo) Reset() {
 	*x = WorkerInfo{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[31]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1935,7 +2073,7 @@ func (x *WorkerInfo) String() string {
 func (*WorkerInfo) ProtoMessage() {}
 
 func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[31]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1948,7 +2086,7 @@ func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerInfo.ProtoReflect.Descriptor instead.
 func (*WorkerInfo) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{31}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *WorkerInfo) GetId() string {
@@ -1988,7 +2126,7 @@ type ListWorkersResponse struct {
 
 func (x *ListWorkersResponse) Reset() {
 	*x = ListWorkersResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[32]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2000,7 +2138,7 @@ func (x *ListWorkersResponse) String() string {
 func (*ListWorkersResponse) ProtoMessage() {}
 
 func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[32]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2013,7 +2151,7 @@ func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{32}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListWorkersResponse) GetWorkers() []*WorkerInfo {
@@ -2066,7 +2204,7 @@ const file_gpreduce_v1_coordinator_proto_rawDesc = "" +
 	"\x0fHyperparameters\x12\"\n" +
 	"\flengthscales\x18\x01 \x03(\x01R\flengthscales\x12'\n" +
 	"\x0fsignal_variance\x18\x02 \x01(\x01R\x0esignalVariance\x12%\n" +
-	"\x0enoise_variance\x18\x03 \x01(\x01R\rnoiseVariance\"\xe4\x03\n" +
+	"\x0enoise_variance\x18\x03 \x01(\x01R\rnoiseVariance\"\xd6\x04\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12(\n" +
 	"\x04spec\x18\x02 \x01(\v2\x14.gpreduce.v1.JobSpecR\x04spec\x12+\n" +
@@ -2082,7 +2220,15 @@ const file_gpreduce_v1_coordinator_proto_rawDesc = "" +
 	"\x0elog_likelihood\x18\v \x01(\x01R\rlogLikelihood\x12#\n" +
 	"\rtrain_seconds\x18\f \x01(\x01R\ftrainSeconds\x12\x1f\n" +
 	"\vmodel_bytes\x18\r \x01(\x03R\n" +
-	"modelBytes\"L\n" +
+	"modelBytes\x12>\n" +
+	"\rmethod_choice\x18\x0e \x01(\v2\x19.gpreduce.v1.MethodChoiceR\fmethodChoice\x120\n" +
+	"\bwarnings\x18\x0f \x03(\v2\x14.gpreduce.v1.WarningR\bwarnings\">\n" +
+	"\fMethodChoice\x12\x16\n" +
+	"\x06method\x18\x01 \x01(\tR\x06method\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"7\n" +
+	"\aWarning\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"L\n" +
 	"\x10SubmitJobRequest\x12(\n" +
 	"\x04spec\x18\x01 \x01(\v2\x14.gpreduce.v1.JobSpecR\x04spec\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\"\x1f\n" +
@@ -2115,12 +2261,13 @@ const file_gpreduce_v1_coordinator_proto_rawDesc = "" +
 	"\x0ePredictRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\f\n" +
 	"\x01d\x18\x02 \x01(\x05R\x01d\x12\f\n" +
-	"\x01x\x18\x03 \x03(\x01R\x01x\"a\n" +
+	"\x01x\x18\x03 \x03(\x01R\x01x\"\x88\x01\n" +
 	"\x0fPredictResponse\x12\x12\n" +
 	"\x04mean\x18\x01 \x03(\x01R\x04mean\x12\x1d\n" +
 	"\n" +
 	"latent_var\x18\x02 \x03(\x01R\tlatentVar\x12\x1b\n" +
-	"\tnoisy_var\x18\x03 \x03(\x01R\bnoisyVar\"(\n" +
+	"\tnoisy_var\x18\x03 \x03(\x01R\bnoisyVar\x12%\n" +
+	"\x0eoutside_domain\x18\x04 \x03(\bR\routsideDomain\"(\n" +
 	"\x0fGetModelRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\" \n" +
 	"\n" +
@@ -2201,91 +2348,95 @@ func file_gpreduce_v1_coordinator_proto_rawDescGZIP() []byte {
 }
 
 var file_gpreduce_v1_coordinator_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gpreduce_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_gpreduce_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_gpreduce_v1_coordinator_proto_goTypes = []any{
 	(JobState)(0),                  // 0: gpreduce.v1.JobState
 	(*JobSpec)(nil),                // 1: gpreduce.v1.JobSpec
 	(*Hyperparameters)(nil),        // 2: gpreduce.v1.Hyperparameters
 	(*Job)(nil),                    // 3: gpreduce.v1.Job
-	(*SubmitJobRequest)(nil),       // 4: gpreduce.v1.SubmitJobRequest
-	(*GetJobRequest)(nil),          // 5: gpreduce.v1.GetJobRequest
-	(*ListJobsRequest)(nil),        // 6: gpreduce.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),       // 7: gpreduce.v1.ListJobsResponse
-	(*CancelJobRequest)(nil),       // 8: gpreduce.v1.CancelJobRequest
-	(*DeleteJobRequest)(nil),       // 9: gpreduce.v1.DeleteJobRequest
-	(*DeleteJobResponse)(nil),      // 10: gpreduce.v1.DeleteJobResponse
-	(*GetBlobRequest)(nil),         // 11: gpreduce.v1.GetBlobRequest
-	(*ReadIndexRequest)(nil),       // 12: gpreduce.v1.ReadIndexRequest
-	(*ReadIndexResponse)(nil),      // 13: gpreduce.v1.ReadIndexResponse
-	(*WatchJobRequest)(nil),        // 14: gpreduce.v1.WatchJobRequest
-	(*JobEvent)(nil),               // 15: gpreduce.v1.JobEvent
-	(*PredictRequest)(nil),         // 16: gpreduce.v1.PredictRequest
-	(*PredictResponse)(nil),        // 17: gpreduce.v1.PredictResponse
-	(*GetModelRequest)(nil),        // 18: gpreduce.v1.GetModelRequest
-	(*ModelChunk)(nil),             // 19: gpreduce.v1.ModelChunk
-	(*RegisterWorkerRequest)(nil),  // 20: gpreduce.v1.RegisterWorkerRequest
-	(*RegisterWorkerResponse)(nil), // 21: gpreduce.v1.RegisterWorkerResponse
-	(*HeartbeatRequest)(nil),       // 22: gpreduce.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),      // 23: gpreduce.v1.HeartbeatResponse
-	(*JoinClusterRequest)(nil),     // 24: gpreduce.v1.JoinClusterRequest
-	(*JoinClusterResponse)(nil),    // 25: gpreduce.v1.JoinClusterResponse
-	(*RemoveMemberRequest)(nil),    // 26: gpreduce.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),   // 27: gpreduce.v1.RemoveMemberResponse
-	(*ListMembersRequest)(nil),     // 28: gpreduce.v1.ListMembersRequest
-	(*Member)(nil),                 // 29: gpreduce.v1.Member
-	(*ListMembersResponse)(nil),    // 30: gpreduce.v1.ListMembersResponse
-	(*ListWorkersRequest)(nil),     // 31: gpreduce.v1.ListWorkersRequest
-	(*WorkerInfo)(nil),             // 32: gpreduce.v1.WorkerInfo
-	(*ListWorkersResponse)(nil),    // 33: gpreduce.v1.ListWorkersResponse
-	(*DataSource)(nil),             // 34: gpreduce.v1.DataSource
+	(*MethodChoice)(nil),           // 4: gpreduce.v1.MethodChoice
+	(*Warning)(nil),                // 5: gpreduce.v1.Warning
+	(*SubmitJobRequest)(nil),       // 6: gpreduce.v1.SubmitJobRequest
+	(*GetJobRequest)(nil),          // 7: gpreduce.v1.GetJobRequest
+	(*ListJobsRequest)(nil),        // 8: gpreduce.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),       // 9: gpreduce.v1.ListJobsResponse
+	(*CancelJobRequest)(nil),       // 10: gpreduce.v1.CancelJobRequest
+	(*DeleteJobRequest)(nil),       // 11: gpreduce.v1.DeleteJobRequest
+	(*DeleteJobResponse)(nil),      // 12: gpreduce.v1.DeleteJobResponse
+	(*GetBlobRequest)(nil),         // 13: gpreduce.v1.GetBlobRequest
+	(*ReadIndexRequest)(nil),       // 14: gpreduce.v1.ReadIndexRequest
+	(*ReadIndexResponse)(nil),      // 15: gpreduce.v1.ReadIndexResponse
+	(*WatchJobRequest)(nil),        // 16: gpreduce.v1.WatchJobRequest
+	(*JobEvent)(nil),               // 17: gpreduce.v1.JobEvent
+	(*PredictRequest)(nil),         // 18: gpreduce.v1.PredictRequest
+	(*PredictResponse)(nil),        // 19: gpreduce.v1.PredictResponse
+	(*GetModelRequest)(nil),        // 20: gpreduce.v1.GetModelRequest
+	(*ModelChunk)(nil),             // 21: gpreduce.v1.ModelChunk
+	(*RegisterWorkerRequest)(nil),  // 22: gpreduce.v1.RegisterWorkerRequest
+	(*RegisterWorkerResponse)(nil), // 23: gpreduce.v1.RegisterWorkerResponse
+	(*HeartbeatRequest)(nil),       // 24: gpreduce.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),      // 25: gpreduce.v1.HeartbeatResponse
+	(*JoinClusterRequest)(nil),     // 26: gpreduce.v1.JoinClusterRequest
+	(*JoinClusterResponse)(nil),    // 27: gpreduce.v1.JoinClusterResponse
+	(*RemoveMemberRequest)(nil),    // 28: gpreduce.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),   // 29: gpreduce.v1.RemoveMemberResponse
+	(*ListMembersRequest)(nil),     // 30: gpreduce.v1.ListMembersRequest
+	(*Member)(nil),                 // 31: gpreduce.v1.Member
+	(*ListMembersResponse)(nil),    // 32: gpreduce.v1.ListMembersResponse
+	(*ListWorkersRequest)(nil),     // 33: gpreduce.v1.ListWorkersRequest
+	(*WorkerInfo)(nil),             // 34: gpreduce.v1.WorkerInfo
+	(*ListWorkersResponse)(nil),    // 35: gpreduce.v1.ListWorkersResponse
+	(*DataSource)(nil),             // 36: gpreduce.v1.DataSource
 }
 var file_gpreduce_v1_coordinator_proto_depIdxs = []int32{
-	34, // 0: gpreduce.v1.JobSpec.data:type_name -> gpreduce.v1.DataSource
+	36, // 0: gpreduce.v1.JobSpec.data:type_name -> gpreduce.v1.DataSource
 	1,  // 1: gpreduce.v1.Job.spec:type_name -> gpreduce.v1.JobSpec
 	0,  // 2: gpreduce.v1.Job.state:type_name -> gpreduce.v1.JobState
 	2,  // 3: gpreduce.v1.Job.hyperparameters:type_name -> gpreduce.v1.Hyperparameters
-	1,  // 4: gpreduce.v1.SubmitJobRequest.spec:type_name -> gpreduce.v1.JobSpec
-	3,  // 5: gpreduce.v1.ListJobsResponse.jobs:type_name -> gpreduce.v1.Job
-	0,  // 6: gpreduce.v1.JobEvent.state:type_name -> gpreduce.v1.JobState
-	29, // 7: gpreduce.v1.ListMembersResponse.members:type_name -> gpreduce.v1.Member
-	32, // 8: gpreduce.v1.ListWorkersResponse.workers:type_name -> gpreduce.v1.WorkerInfo
-	4,  // 9: gpreduce.v1.Coordinator.SubmitJob:input_type -> gpreduce.v1.SubmitJobRequest
-	5,  // 10: gpreduce.v1.Coordinator.GetJob:input_type -> gpreduce.v1.GetJobRequest
-	6,  // 11: gpreduce.v1.Coordinator.ListJobs:input_type -> gpreduce.v1.ListJobsRequest
-	8,  // 12: gpreduce.v1.Coordinator.CancelJob:input_type -> gpreduce.v1.CancelJobRequest
-	9,  // 13: gpreduce.v1.Coordinator.DeleteJob:input_type -> gpreduce.v1.DeleteJobRequest
-	14, // 14: gpreduce.v1.Coordinator.WatchJob:input_type -> gpreduce.v1.WatchJobRequest
-	16, // 15: gpreduce.v1.Coordinator.Predict:input_type -> gpreduce.v1.PredictRequest
-	18, // 16: gpreduce.v1.Coordinator.GetModel:input_type -> gpreduce.v1.GetModelRequest
-	20, // 17: gpreduce.v1.Coordinator.RegisterWorker:input_type -> gpreduce.v1.RegisterWorkerRequest
-	22, // 18: gpreduce.v1.Coordinator.Heartbeat:input_type -> gpreduce.v1.HeartbeatRequest
-	24, // 19: gpreduce.v1.Coordinator.JoinCluster:input_type -> gpreduce.v1.JoinClusterRequest
-	26, // 20: gpreduce.v1.Coordinator.RemoveMember:input_type -> gpreduce.v1.RemoveMemberRequest
-	28, // 21: gpreduce.v1.Coordinator.ListMembers:input_type -> gpreduce.v1.ListMembersRequest
-	31, // 22: gpreduce.v1.Coordinator.ListWorkers:input_type -> gpreduce.v1.ListWorkersRequest
-	12, // 23: gpreduce.v1.Coordinator.ReadIndex:input_type -> gpreduce.v1.ReadIndexRequest
-	11, // 24: gpreduce.v1.Coordinator.GetBlob:input_type -> gpreduce.v1.GetBlobRequest
-	3,  // 25: gpreduce.v1.Coordinator.SubmitJob:output_type -> gpreduce.v1.Job
-	3,  // 26: gpreduce.v1.Coordinator.GetJob:output_type -> gpreduce.v1.Job
-	7,  // 27: gpreduce.v1.Coordinator.ListJobs:output_type -> gpreduce.v1.ListJobsResponse
-	3,  // 28: gpreduce.v1.Coordinator.CancelJob:output_type -> gpreduce.v1.Job
-	10, // 29: gpreduce.v1.Coordinator.DeleteJob:output_type -> gpreduce.v1.DeleteJobResponse
-	15, // 30: gpreduce.v1.Coordinator.WatchJob:output_type -> gpreduce.v1.JobEvent
-	17, // 31: gpreduce.v1.Coordinator.Predict:output_type -> gpreduce.v1.PredictResponse
-	19, // 32: gpreduce.v1.Coordinator.GetModel:output_type -> gpreduce.v1.ModelChunk
-	21, // 33: gpreduce.v1.Coordinator.RegisterWorker:output_type -> gpreduce.v1.RegisterWorkerResponse
-	23, // 34: gpreduce.v1.Coordinator.Heartbeat:output_type -> gpreduce.v1.HeartbeatResponse
-	25, // 35: gpreduce.v1.Coordinator.JoinCluster:output_type -> gpreduce.v1.JoinClusterResponse
-	27, // 36: gpreduce.v1.Coordinator.RemoveMember:output_type -> gpreduce.v1.RemoveMemberResponse
-	30, // 37: gpreduce.v1.Coordinator.ListMembers:output_type -> gpreduce.v1.ListMembersResponse
-	33, // 38: gpreduce.v1.Coordinator.ListWorkers:output_type -> gpreduce.v1.ListWorkersResponse
-	13, // 39: gpreduce.v1.Coordinator.ReadIndex:output_type -> gpreduce.v1.ReadIndexResponse
-	19, // 40: gpreduce.v1.Coordinator.GetBlob:output_type -> gpreduce.v1.ModelChunk
-	25, // [25:41] is the sub-list for method output_type
-	9,  // [9:25] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	4,  // 4: gpreduce.v1.Job.method_choice:type_name -> gpreduce.v1.MethodChoice
+	5,  // 5: gpreduce.v1.Job.warnings:type_name -> gpreduce.v1.Warning
+	1,  // 6: gpreduce.v1.SubmitJobRequest.spec:type_name -> gpreduce.v1.JobSpec
+	3,  // 7: gpreduce.v1.ListJobsResponse.jobs:type_name -> gpreduce.v1.Job
+	0,  // 8: gpreduce.v1.JobEvent.state:type_name -> gpreduce.v1.JobState
+	31, // 9: gpreduce.v1.ListMembersResponse.members:type_name -> gpreduce.v1.Member
+	34, // 10: gpreduce.v1.ListWorkersResponse.workers:type_name -> gpreduce.v1.WorkerInfo
+	6,  // 11: gpreduce.v1.Coordinator.SubmitJob:input_type -> gpreduce.v1.SubmitJobRequest
+	7,  // 12: gpreduce.v1.Coordinator.GetJob:input_type -> gpreduce.v1.GetJobRequest
+	8,  // 13: gpreduce.v1.Coordinator.ListJobs:input_type -> gpreduce.v1.ListJobsRequest
+	10, // 14: gpreduce.v1.Coordinator.CancelJob:input_type -> gpreduce.v1.CancelJobRequest
+	11, // 15: gpreduce.v1.Coordinator.DeleteJob:input_type -> gpreduce.v1.DeleteJobRequest
+	16, // 16: gpreduce.v1.Coordinator.WatchJob:input_type -> gpreduce.v1.WatchJobRequest
+	18, // 17: gpreduce.v1.Coordinator.Predict:input_type -> gpreduce.v1.PredictRequest
+	20, // 18: gpreduce.v1.Coordinator.GetModel:input_type -> gpreduce.v1.GetModelRequest
+	22, // 19: gpreduce.v1.Coordinator.RegisterWorker:input_type -> gpreduce.v1.RegisterWorkerRequest
+	24, // 20: gpreduce.v1.Coordinator.Heartbeat:input_type -> gpreduce.v1.HeartbeatRequest
+	26, // 21: gpreduce.v1.Coordinator.JoinCluster:input_type -> gpreduce.v1.JoinClusterRequest
+	28, // 22: gpreduce.v1.Coordinator.RemoveMember:input_type -> gpreduce.v1.RemoveMemberRequest
+	30, // 23: gpreduce.v1.Coordinator.ListMembers:input_type -> gpreduce.v1.ListMembersRequest
+	33, // 24: gpreduce.v1.Coordinator.ListWorkers:input_type -> gpreduce.v1.ListWorkersRequest
+	14, // 25: gpreduce.v1.Coordinator.ReadIndex:input_type -> gpreduce.v1.ReadIndexRequest
+	13, // 26: gpreduce.v1.Coordinator.GetBlob:input_type -> gpreduce.v1.GetBlobRequest
+	3,  // 27: gpreduce.v1.Coordinator.SubmitJob:output_type -> gpreduce.v1.Job
+	3,  // 28: gpreduce.v1.Coordinator.GetJob:output_type -> gpreduce.v1.Job
+	9,  // 29: gpreduce.v1.Coordinator.ListJobs:output_type -> gpreduce.v1.ListJobsResponse
+	3,  // 30: gpreduce.v1.Coordinator.CancelJob:output_type -> gpreduce.v1.Job
+	12, // 31: gpreduce.v1.Coordinator.DeleteJob:output_type -> gpreduce.v1.DeleteJobResponse
+	17, // 32: gpreduce.v1.Coordinator.WatchJob:output_type -> gpreduce.v1.JobEvent
+	19, // 33: gpreduce.v1.Coordinator.Predict:output_type -> gpreduce.v1.PredictResponse
+	21, // 34: gpreduce.v1.Coordinator.GetModel:output_type -> gpreduce.v1.ModelChunk
+	23, // 35: gpreduce.v1.Coordinator.RegisterWorker:output_type -> gpreduce.v1.RegisterWorkerResponse
+	25, // 36: gpreduce.v1.Coordinator.Heartbeat:output_type -> gpreduce.v1.HeartbeatResponse
+	27, // 37: gpreduce.v1.Coordinator.JoinCluster:output_type -> gpreduce.v1.JoinClusterResponse
+	29, // 38: gpreduce.v1.Coordinator.RemoveMember:output_type -> gpreduce.v1.RemoveMemberResponse
+	32, // 39: gpreduce.v1.Coordinator.ListMembers:output_type -> gpreduce.v1.ListMembersResponse
+	35, // 40: gpreduce.v1.Coordinator.ListWorkers:output_type -> gpreduce.v1.ListWorkersResponse
+	15, // 41: gpreduce.v1.Coordinator.ReadIndex:output_type -> gpreduce.v1.ReadIndexResponse
+	21, // 42: gpreduce.v1.Coordinator.GetBlob:output_type -> gpreduce.v1.ModelChunk
+	27, // [27:43] is the sub-list for method output_type
+	11, // [11:27] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_gpreduce_v1_coordinator_proto_init() }
@@ -2300,7 +2451,7 @@ func file_gpreduce_v1_coordinator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gpreduce_v1_coordinator_proto_rawDesc), len(file_gpreduce_v1_coordinator_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   33,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,145 @@
+package features
+
+import (
+	"errors"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/gpreduce/gpreduce/internal/kernel"
+)
+
+func TestPlanGL(t *testing.T) {
+	base := GLSizing{N: 1000, SignalVarianceMax: 20, NoiseVarianceMin: 1e-4, MaxFeatures: 8192}
+	cases := []struct {
+		name       string
+		d          int
+		lmin, lmax float64
+		rng        float64
+		maxF       int
+		adjusted   bool
+		tol        float64 // largest kernel error allowed at lags up to Width, over the window
+	}{
+		{"d1 fits", 1, 0.1, 2, 3.5, 8192, false, 2e-3},
+		{"d1 wide upper bound", 1, 0.1, 300, 3.5, 8192, true, 5e-3},
+		{"d2 defaults", 2, 0.1, 2, 3.5, 8192, true, 5e-3},
+		{"d3 defaults", 3, 0.1, 2, 3.5, 8192, true, 5e-3},
+		{"d3 large n, wide extent", 3, 0.1, 2, 4.4, 8192, true, 5e-3},
+		{"d3 window closed", 3, 0.1, 2, 3.5, 3375, true, 0.1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := base
+			cfg.MaxFeatures = c.maxF
+			if c.rng > 4 {
+				cfg.N = 41203
+			}
+			for k := 0; k < c.d; k++ {
+				cfg.LengthscaleMin = append(cfg.LengthscaleMin, c.lmin)
+				cfg.LengthscaleMax = append(cfg.LengthscaleMax, c.lmax)
+				cfg.Range = append(cfg.Range, c.rng)
+			}
+			p, err := PlanGL(kernel.RBF, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := 1
+			for _, n := range p.Nodes {
+				s *= n
+			}
+			if s > c.maxF {
+				t.Fatalf("%d features over the budget %d", s, c.maxF)
+			}
+			raised := false
+			for k := range p.LengthscaleMin {
+				raised = raised || p.LengthscaleMin[k] > c.lmin
+			}
+			if p.FloorRaised != raised || raised != (c.d > 1) {
+				t.Fatalf("FloorRaised %v, window minimum %v", p.FloorRaised, p.LengthscaleMin)
+			}
+			if p.Adjusted != c.adjusted || (len(p.Notes) > 0) != c.adjusted {
+				t.Fatalf("adjusted %v with notes %q, want adjusted %v", p.Adjusted, p.Notes, c.adjusted)
+			}
+			for k := 0; k < c.d; k++ {
+				if p.LengthscaleMin[k] < c.lmin || p.LengthscaleMax[k] > c.lmax || p.LengthscaleMin[k] > p.LengthscaleMax[k] {
+					t.Fatalf("window %g,%g outside the bounds %g,%g", p.LengthscaleMin[k], p.LengthscaleMax[k], c.lmin, c.lmax)
+				}
+				if p.Width[k] < c.rng {
+					t.Errorf("dimension %d: accurate lags up to %g, below the data extent %g", k, p.Width[k], c.rng)
+				}
+			}
+			if !c.adjusted {
+				U, nodes, err := SizeGL(kernel.RBF, cfg)
+				if err != nil || !slices.Equal(U, p.U) || !slices.Equal(nodes, p.Nodes) {
+					t.Fatalf("a plan that fits differs from SizeGL: %v %v vs %v %v (%v)", p.U, p.Nodes, U, nodes, err)
+				}
+			}
+			g, err := NewGL(kernel.RBF, p.U, p.Nodes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The kernel along each axis and the diagonal, at both ends of the window and
+			// lags up to Width: within tol of exp(-|tau/l|^2/2).
+			worst := 0.0
+			for _, end := range []int{0, 1} {
+				ls := make([]float64, c.d)
+				for k := range ls {
+					ls[k] = []float64{p.LengthscaleMin[k], p.LengthscaleMax[k]}[end]
+				}
+				for _, frac := range []float64{0, 0.1, 0.25, 0.5, 0.75, 1} {
+					for axis := -1; axis < c.d; axis++ {
+						tau := make([]float64, c.d)
+						var q float64
+						for k := range tau {
+							if axis < 0 || axis == k {
+								tau[k] = frac * p.Width[k]
+								q += tau[k] * tau[k] / (ls[k] * ls[k])
+							}
+						}
+						worst = math.Max(worst, math.Abs(glKernel(g, ls, make([]float64, c.d), tau)-math.Exp(-q/2)))
+					}
+				}
+			}
+			if worst > c.tol {
+				t.Errorf("kernel error %.3g over the window and lags up to Width, want <= %g (plan %+v)", worst, c.tol, p)
+			}
+			t.Logf("nodes %v, window %v..%v, width %v, kernel error %.2g, notes %q", p.Nodes, p.LengthscaleMin, p.LengthscaleMax, p.Width, worst, p.Notes)
+		})
+	}
+}
+
+func TestPlanGLBeyondAliasing(t *testing.T) {
+	// Past the accurate width the features alias: the error near 1.4 W is of order 1, which is
+	// why predictions outside the model's domain are refused.
+	cfg := GLSizing{N: 200, SignalVarianceMax: 20, NoiseVarianceMin: 1e-4, LengthscaleMin: []float64{0.05}, LengthscaleMax: []float64{0.3}, Range: []float64{3.5}}
+	p, err := PlanGL(kernel.RBF, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _ := NewGL(kernel.RBF, p.U, p.Nodes)
+	l := 0.3
+	worst := 0.0
+	for f := 1.3; f <= 1.5; f += 0.02 {
+		tau := f * p.Width[0]
+		worst = math.Max(worst, math.Abs(glKernel(g, []float64{l}, []float64{0}, []float64{tau})-math.Exp(-tau*tau/(2*l*l))))
+	}
+	if worst < 0.3 {
+		t.Errorf("kernel error beyond 1.3 W is %g; expected aliasing of order 1", worst)
+	}
+}
+
+func TestPlanGLErrors(t *testing.T) {
+	cfg := GLSizing{N: 40000, SignalVarianceMax: 20, NoiseVarianceMin: 1e-4, MaxFeatures: 1000,
+		LengthscaleMin: []float64{0.1, 0.1, 0.1}, LengthscaleMax: []float64{2, 2, 2}, Range: []float64{3.5, 3.5, 3.5}}
+	_, err := PlanGL(kernel.RBF, cfg)
+	if !errors.Is(err, ErrOverBudget) {
+		t.Fatalf("a budget of 10 nodes per dimension: err = %v, want ErrOverBudget", err)
+	}
+	// Overrides are never adjusted.
+	cfg.MaxFeatures = 100
+	cfg.LengthscaleMin, cfg.LengthscaleMax, cfg.Range = []float64{0.1}, []float64{2}, []float64{3.5}
+	cfg.NodesPerDim = []int{500}
+	if _, err := PlanGL(kernel.RBF, cfg); !errors.Is(err, ErrOverBudget) {
+		t.Fatalf("explicit nodes over the budget: err = %v, want ErrOverBudget", err)
+	}
+}

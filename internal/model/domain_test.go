@@ -1,0 +1,97 @@
+package model
+
+import (
+	"bytes"
+	"math"
+	"reflect"
+	"testing"
+)
+
+// TestDomainSizingChoiceRoundTrip: the domain box, the sizing record and the method choice
+// are optional tagged sections that decode to the same values and re-encode to the same
+// bytes, alone or with warnings, after every kind of posterior.
+func TestDomainSizingChoiceRoundTrip(t *testing.T) {
+	for name, m := range withWarnings(t) {
+		for _, warn := range []bool{false, true} {
+			m := clone(t, m)
+			if !warn {
+				m.Warnings = nil
+			}
+			lo, hi := make([]float64, m.D), make([]float64, m.D)
+			for k := range lo {
+				lo[k], hi[k] = -1-float64(k), 2+float64(k)
+			}
+			m.Domain = &Domain{Lo: lo, Hi: hi}
+			m.Sizing = &Sizing{LengthscaleMin: hi, LengthscaleMax: append([]float64(nil), hi...)}
+			m.Choice = &MethodChoice{Requested: "auto", Reason: "n = 40 <= exact-max-rows 5000"}
+			b := encode(t, m)
+			d, err := Decode(bytes.NewReader(b))
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if !reflect.DeepEqual(d.Domain, m.Domain) || !reflect.DeepEqual(d.Sizing, m.Sizing) || !reflect.DeepEqual(d.Choice, m.Choice) {
+				t.Fatalf("%s: decoded %+v %+v %+v", name, d.Domain, d.Sizing, d.Choice)
+			}
+			if !bytes.Equal(encode(t, d), b) {
+				t.Fatalf("%s: re-encoding differs", name)
+			}
+		}
+	}
+}
+
+func TestDomainValidate(t *testing.T) {
+	for name, dom := range map[string]*Domain{
+		"short":    {Lo: []float64{}, Hi: []float64{1}},
+		"inverted": {Lo: []float64{2}, Hi: []float64{1}},
+		"nan":      {Lo: []float64{math.NaN()}, Hi: []float64{1}},
+	} {
+		m := glModel()
+		m.Domain = dom
+		if err := m.Validate(); err == nil {
+			t.Errorf("%s domain %+v accepted", name, dom)
+		}
+	}
+	m := glModel()
+	m.Choice = &MethodChoice{Requested: "auto"}
+	if err := m.Validate(); err == nil {
+		t.Errorf("a method choice without a reason accepted")
+	}
+}
+
+// TestPredictOutsideDomain: rows outside the box are flagged, counted, and get the prior in
+// original units; rows inside get exactly what a model without a domain predicts.
+func TestPredictOutsideDomain(t *testing.T) {
+	m := glModel() // XMean 2, XScale 3: standardized box [-1, 1] is [-1, 5] in original units
+	x := []float64{-4, -1, 0, 2, 5, 5.01, math.NaN(), 100}
+	want := []bool{true, false, false, false, false, true, true, true}
+	free, err := m.Predict(x, len(x))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if free.Outside != nil || free.NOutside != 0 {
+		t.Fatalf("a model without a domain flagged rows: %v", free.Outside)
+	}
+	m.Domain = &Domain{Lo: []float64{-1}, Hi: []float64{1}}
+	p, err := m.Predict(x, len(x))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(p.Outside, want) || p.NOutside != 4 {
+		t.Fatalf("outside %v (%d), want %v", p.Outside, p.NOutside, want)
+	}
+	s2 := m.Transform.YScale * m.Transform.YScale
+	for i := range x {
+		if !want[i] {
+			if p.Mean[i] != free.Mean[i] || p.LatentVar[i] != free.LatentVar[i] || p.NoisyVar[i] != free.NoisyVar[i] {
+				t.Errorf("row %d inside the domain changed", i)
+			}
+			continue
+		}
+		if p.Mean[i] != m.Transform.YMean || p.LatentVar[i] != m.Hyper.SignalVariance*s2 || p.NoisyVar[i] != (m.Hyper.SignalVariance+m.Hyper.NoiseVariance)*s2 {
+			t.Errorf("row %d outside: %g, %g, %g; want the prior", i, p.Mean[i], p.LatentVar[i], p.NoisyVar[i])
+		}
+	}
+	if s := m.DomainString(); s != "t in [-1, 5]" {
+		t.Errorf("DomainString %q", s)
+	}
+}

@@ -1,0 +1,77 @@
+package train
+
+import (
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/gpreduce/gpreduce/internal/shard"
+)
+
+func TestChooseMethod(t *testing.T) {
+	cases := []struct {
+		name    string
+		n, d    int
+		exact   int
+		ls      [2]float64
+		want    string
+		because string
+	}{
+		{"small n", 300, 8, 0, [2]float64{0.1, 2}, "exact", "n = 300 <= exact-max-rows 5000"},
+		{"limit from the spec", 300, 8, 200, [2]float64{0.1, 2}, "grief", "d = 8 > 3"},
+		{"d = 1, grid fits", 20000, 1, 0, [2]float64{0.1, 2}, "gl", "fits: s ="},
+		{"d = 2, default bounds", 20000, 2, 0, [2]float64{0.1, 2}, "grief", "only with a raised lower lengthscale bound"},
+		{"d = 1, very wide upper bound", 20000, 1, 0, [2]float64{0.1, 300}, "gl", "fits: s ="},
+		{"d = 2, tight bounds", 20000, 2, 0, [2]float64{0.5, 1}, "gl", "fits: s ="},
+		{"d = 3, default bounds", 45000, 3, 0, [2]float64{0.1, 2}, "grief", "Gauss-Legendre grid"},
+		{"d = 4", 20000, 4, 0, [2]float64{1, 1.5}, "grief", "d = 4 > 3"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			spec := DefaultSpec(Auto)
+			spec.ExactMaxRows, spec.LengthscaleBounds = c.exact, c.ls
+			p := &prepared{n: c.n, d: c.d}
+			ext := make([]float64, c.d)
+			for k := range ext {
+				ext[k] = 3.8
+			}
+			m, why := chooseMethod(spec, p, ext)
+			if m != c.want || !strings.Contains(why, c.because) {
+				t.Fatalf("chose %s (%s), want %s because %q", m, why, c.want, c.because)
+			}
+		})
+	}
+}
+
+// TestAutoTrainRecordsChoice: Train with method auto trains the chosen method, reports the
+// choice as an event and records it in the model, which survives encoding.
+func TestAutoTrainRecordsChoice(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	tab := &shard.Table{Source: "auto", D: 2}
+	for i := 0; i < 60; i++ {
+		a, b := rng.Float64(), rng.Float64()
+		tab.X = append(tab.X, a, b)
+		tab.Y = append(tab.Y, a-b+0.1*rng.NormFloat64())
+	}
+	spec := DefaultSpec(Auto)
+	spec.MaxIter = 20
+	var events []string
+	m, err := Train(t.Context(), localEngine(t, tab, 2, 2), spec, func(ev Event) {
+		if ev.Phase == "method" {
+			events = append(events, ev.Message)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Method != "exact" || m.Choice == nil || m.Choice.Requested != Auto || !strings.Contains(m.Choice.Reason, "n = 60") {
+		t.Fatalf("method %s, choice %+v", m.Method, m.Choice)
+	}
+	if len(events) != 1 || !strings.Contains(events[0], "auto chose exact") {
+		t.Fatalf("method events %q", events)
+	}
+	spec.Inference = "type1"
+	if _, err := Train(t.Context(), localEngine(t, tab, 2, 2), spec, nil); err == nil || !strings.Contains(err.Error(), "inference") {
+		t.Fatalf("a grief setting with auto: err = %v", err)
+	}
+}

@@ -38,8 +38,8 @@ var ErrInsecureRaft = errors.New("raft traffic is not authenticated: configure a
 // inside them too, so that a certificate from the same CA (a worker's, say) is not enough to
 // speak raft.
 //
-// The nonce handshake: the dialer sends a hello (magic, version, a 32-byte random nonce, its
-// server ID), the listener answers with its own; the dialer then sends HMAC-SHA256 under a
+// The nonce handshake: each side sends a hello (magic, version, a 32-byte random nonce, its
+// server ID) at once; the dialer then sends HMAC-SHA256 under a
 // key derived from the secret over the role "dialer", both nonces, both IDs and 32 bytes
 // exported from the TLS session (RFC 5705/8446 §7.5, binding the proof to this channel), and
 // the listener checks it before it answers with the same MAC for the role "listener". No raft
@@ -378,16 +378,16 @@ func nonceHandshake(conn io.ReadWriter, dialer bool, id string, key, binding []b
 	if _, err := rand.Read(mine.nonce[:]); err != nil {
 		return "", err
 	}
-	var d, l hello
+	// Both hellos go out at once (neither depends on the other), saving a round trip.
+	if err := mine.write(conn); err != nil {
+		return "", err
+	}
+	theirs, err := readHello(conn)
+	if err != nil {
+		return "", err
+	}
 	if dialer {
-		if err := mine.write(conn); err != nil {
-			return "", err
-		}
-		theirs, err := readHello(conn)
-		if err != nil {
-			return "", err
-		}
-		d, l = mine, theirs
+		d, l := mine, theirs
 		if _, err := conn.Write(proof(key, raftProofDialer, d, l, binding)); err != nil {
 			return "", err
 		}
@@ -396,14 +396,7 @@ func nonceHandshake(conn io.ReadWriter, dialer bool, id string, key, binding []b
 		}
 		return l.id, nil
 	}
-	theirs, err := readHello(conn)
-	if err != nil {
-		return "", err
-	}
-	if err := mine.write(conn); err != nil {
-		return "", err
-	}
-	d, l = theirs, mine
+	d, l := theirs, mine
 	if err := checkProof(conn, proof(key, raftProofDialer, d, l, binding)); err != nil {
 		return "", err
 	}

@@ -79,7 +79,11 @@ func (r *run) trainGL(ctx context.Context, eng engine.Engine, p *prepared) (*mod
 	// Step 3: the optimizer loop on the reduced statistics alone (digest §2.3).
 	lik := newGLLikelihood(gl, g)
 	lower, upper := box(spec, d)
-	fit, err := r.optimize(ctx, lik.objective, lik.value, lower, upper, p)
+	x0, err := r.searchStart(ctx, eng, p, fam, lower, upper)
+	if err != nil {
+		return nil, fmt.Errorf("gl: %w", err)
+	}
+	fit, err := r.optimize(ctx, lik.objective, x0, lower, upper, p)
 	if err != nil {
 		return nil, fmt.Errorf("gl: %w", err)
 	}
@@ -93,6 +97,7 @@ func (r *run) trainGL(ctx context.Context, eng engine.Engine, p *prepared) (*mod
 	m := newModel(spec, p, fit, f.LML)
 	m.GL = &model.GLParams{U: U, NodesPerDim: nodes}
 	m.Features = f.Predictor()
+	r.warnFit(m, p, fit.theta, lower, upper, fit.reason)
 	return m, nil
 }
 

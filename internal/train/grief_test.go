@@ -419,7 +419,7 @@ func TestGRIEFType2ReachesExact(t *testing.T) {
 	for _, e := range events {
 		phases[e.Phase] = true
 	}
-	for _, ph := range []string{"moments", "grid", "init", "gram", "basis", "optimize"} {
+	for _, ph := range []string{"moments", "grid", "start", "gram", "basis", "optimize"} {
 		if !phases[ph] {
 			t.Errorf("no %q event", ph)
 		}

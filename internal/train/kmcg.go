@@ -146,6 +146,8 @@ func (r *run) trainKMCG(ctx context.Context, eng engine.Engine, p *prepared) (*m
 	theta[d+1] = math.Log(s2)
 	m := newModel(spec, p, &fitted{theta: theta}, lml)
 	m.Expansion = pred
+	lower, upper := box(spec, d)
+	r.warnFit(m, p, theta, lower, upper, "")
 	return m, nil
 }
 

@@ -44,7 +44,7 @@ func (r *run) trainExact(ctx context.Context, eng engine.Engine, p *prepared) (*
 	if err != nil {
 		return nil, fmt.Errorf("exact: %w", err)
 	}
-	fit, err := r.optimize(ctx, prob.objective, x0, lower, upper, p)
+	fit, err := r.optimize(ctx, prob.objective, x0, lower, upper, p, 0)
 	if err != nil {
 		return nil, fmt.Errorf("exact: %w", err)
 	}

@@ -83,7 +83,7 @@ func (r *run) trainGL(ctx context.Context, eng engine.Engine, p *prepared) (*mod
 	if err != nil {
 		return nil, fmt.Errorf("gl: %w", err)
 	}
-	fit, err := r.optimize(ctx, lik.objective, x0, lower, upper, p)
+	fit, err := r.optimize(ctx, lik.objective, x0, lower, upper, p, 0)
 	if err != nil {
 		return nil, fmt.Errorf("gl: %w", err)
 	}

@@ -103,7 +103,7 @@ func (r *run) trainGRIEF(ctx context.Context, eng engine.Engine, p *prepared) (*
 	if inference == "type2" {
 		q := &griefIIProblem{ctx: ctx, eng: eng, tf: p.tf, fam: fam, grid: grid, p: np, d: d}
 		obs(Event{Phase: "optimize", Message: fmt.Sprintf("GRIEF-II: theta and the noise with w = 1, %d eigenfunctions; each evaluation is %d Gram passes", np, d+1)})
-		if fit, err = r.optimize(ctx, q.objective, theta, lower, upper, p); err != nil {
+		if fit, err = r.optimize(ctx, q.objective, theta, lower, upper, p, griefIIFuncTol); err != nil {
 			return nil, fmt.Errorf("grief: GRIEF-II: %w", err)
 		}
 	}
@@ -225,8 +225,14 @@ type griefIIProblem struct {
 	p, d int
 }
 
-// griefIIStep is the forward-difference step in log l.
-const griefIIStep = 1e-5
+const (
+	// griefIIStep is the forward-difference step in log l.
+	griefIIStep = 1e-5
+	// griefIIFuncTol is GRIEF-II's convergence test, a relative decrease of 1e-6 three
+	// iterations running: forward differences carry relative errors near 1e-5, below which
+	// progress is noise, and every evaluation is d + 1 passes over the data.
+	griefIIFuncTol = 1e-6
+)
 
 // gram returns the Gram statistic of the unit-signal GRIEF map at lengthscales exp(x[:d]).
 func (q *griefIIProblem) gram(x []float64) (*reduce.Gram, error) {
@@ -375,7 +381,7 @@ func (r *run) griefType2Weights(ctx context.Context, b *griefBasis, sn2 float64,
 		}
 		return -f, nil
 	}
-	opt, err := r.optimize(ctx, obj, x0, lower, upper, p)
+	opt, err := r.optimize(ctx, obj, x0, lower, upper, p, 0)
 	if err != nil {
 		return nil, 0, 0, err
 	}

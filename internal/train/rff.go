@@ -52,7 +52,7 @@ func (r *run) trainRFF(ctx context.Context, eng engine.Engine, p *prepared) (*mo
 	if err != nil {
 		return nil, fmt.Errorf("rff: %w", err)
 	}
-	fit, err := r.optimize(ctx, lik.objective, x0, lower, upper, p)
+	fit, err := r.optimize(ctx, lik.objective, x0, lower, upper, p, 0)
 	if err != nil {
 		return nil, fmt.Errorf("rff: %w", err)
 	}

@@ -56,10 +56,16 @@ const (
 	// searchRestarts is the number of deterministic starts.
 	searchRestarts = 5
 	// searchIters caps the L-BFGS iterations of one restart.
-	searchIters = 60
+	searchIters = 50
 	// searchFuncTol stops a restart when its relative decrease falls below it: restarts only
 	// have to find the basin, the polish and the method's own objective refine it.
-	searchFuncTol = 1e-7
+	searchFuncTol = 1e-6
+	// fitFuncTol and fitGradTol are the convergence tests of the polish and of the methods'
+	// own L-BFGS runs: scipy's L-BFGS-B defaults (factr 1e7, i.e. a relative decrease of
+	// 2.2e-9, and pgtol 1e-5), which scikit-learn and GPy users get. Tighter tests only buy
+	// changes far below a nat at the cost of tens of O(n^3) evaluations.
+	fitFuncTol = 2.2e-9
+	fitGradTol = 1e-5
 	// allNoiseFrac: a fit whose noise variance is at least this fraction of the target's
 	// variance (1 in standardized units) explains the target as noise.
 	allNoiseFrac = 0.9
@@ -106,7 +112,7 @@ func (r *run) searchStart(ctx context.Context, eng engine.Engine, p *prepared, f
 		if err != nil {
 			return nil, err
 		}
-		if err := optimizer.MinimizeLBFGSB(ctx, all.objective, st, lower, upper, optimizer.LBFGSSettings{MaxIter: r.spec.maxIter()}, nil); err != nil {
+		if err := optimizer.MinimizeLBFGSB(ctx, all.objective, st, lower, upper, optimizer.LBFGSSettings{MaxIter: r.spec.maxIter(), FuncTol: fitFuncTol, GradTol: fitGradTol}, nil); err != nil {
 			return nil, fmt.Errorf("hyperparameter search: polish on %d rows: %w", len(all.y), err)
 		}
 		theta = st.X

@@ -129,7 +129,14 @@ func TestARDDefaults(t *testing.T) {
 				refs[c.rows] = ref
 			}
 			start := time.Now()
-			m, err := Train(context.Background(), localEngine(t, sub, 4, 2), DefaultSpec(c.method), nil)
+			last := start
+			obs := func(e Event) {
+				if testing.Verbose() && (e.Phase != "optimize" || e.Iteration%10 == 0) {
+					t.Logf("%8v %-8s it %3d obj %.6g %s", time.Since(last).Round(time.Millisecond), e.Phase, e.Iteration, e.Objective, e.Message)
+					last = time.Now()
+				}
+			}
+			m, err := Train(context.Background(), localEngine(t, sub, 4, 2), DefaultSpec(c.method), obs)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -143,8 +150,8 @@ func TestARDDefaults(t *testing.T) {
 					minIrr = math.Min(minIrr, l)
 				}
 			}
-			t.Logf("%s on %d rows (%v): test RMSE %.4f, exact GP at the true hyperparameters %.4f; relevant lengthscales %s, smallest irrelevant %.3g, noise %.3g, warnings %v",
-				c.method, c.rows, time.Since(start).Round(time.Millisecond), got, ref, fmtFloats(ls[:ardRel]), minIrr, m.Hyper.NoiseVariance, m.Warnings)
+			t.Logf("%s on %d rows (%v): test RMSE %.4f, exact GP at the true hyperparameters %.4f; relevant lengthscales %s, smallest irrelevant %.3g, noise %.3g, %d iterations, warnings %v",
+				c.method, c.rows, time.Since(start).Round(time.Millisecond), got, ref, fmtFloats(ls[:ardRel]), minIrr, m.Hyper.NoiseVariance, m.Iterations, m.Warnings)
 			if !(minIrr > 10*maxRel) {
 				t.Errorf("smallest irrelevant lengthscale %.3g is not above 10x the largest relevant one %.3g", minIrr, maxRel)
 			}

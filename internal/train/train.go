@@ -150,8 +150,13 @@ type fitted struct {
 // optimize minimizes obj over the box with box-constrained L-BFGS from x0 (normally the
 // shared search's outcome, run.searchStart), reporting and checkpointing each iteration; a
 // checkpointed run continues from its saved optimizer state. The objective is the total
-// negative log likelihood; events report it per training row.
-func (r *run) optimize(ctx context.Context, obj optimizer.Objective, x0, lower, upper []float64, p *prepared) (*fitted, error) {
+// negative log likelihood; events report it per training row. funcTol is the relative
+// decrease below which (three iterations running) the run has converged; 0 selects
+// fitFuncTol, the test for analytic gradients.
+func (r *run) optimize(ctx context.Context, obj optimizer.Objective, x0, lower, upper []float64, p *prepared, funcTol float64) (*fitted, error) {
+	if funcTol == 0 {
+		funcTol = fitFuncTol
+	}
 	maxIter := r.spec.maxIter()
 	st := r.ck.LBFGS
 	if st == nil {
@@ -160,7 +165,7 @@ func (r *run) optimize(ctx context.Context, obj optimizer.Objective, x0, lower, 
 			return nil, err
 		}
 	}
-	err := optimizer.MinimizeLBFGSB(ctx, obj, st, lower, upper, optimizer.LBFGSSettings{MaxIter: maxIter}, func(s *optimizer.LBFGSState) error {
+	err := optimizer.MinimizeLBFGSB(ctx, obj, st, lower, upper, optimizer.LBFGSSettings{MaxIter: maxIter, FuncTol: funcTol, GradTol: fitGradTol}, func(s *optimizer.LBFGSState) error {
 		for len(r.ck.Trace) <= s.Iter {
 			r.ck.Trace = append(r.ck.Trace, 0)
 		}

@@ -18,7 +18,7 @@ import (
 func TestCGSettingsReachTheJobSpec(t *testing.T) {
 	base := func(method string) *pb.JobSpec {
 		return &pb.JobSpec{Method: method, Kernel: "rbf",
-			LengthscaleBounds: []float64{0.1, 2}, SignalVarianceBounds: []float64{0.05, 20}, NoiseVarianceBounds: []float64{1e-4, 2},
+			LengthscaleBounds: []float64{0.05, 100}, SignalVarianceBounds: []float64{0.05, 20}, NoiseVarianceBounds: []float64{1e-4, 2},
 			MaxIter: 100, Data: &pb.DataSource{Uri: "/d/x.csv", Format: "csv"}}
 	}
 	cgRR := base("cg")

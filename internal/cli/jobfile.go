@@ -36,7 +36,7 @@ import (
 //	gl_box: [300]           # gl
 //	max_features: 8192
 //	exact_max_rows: 5000
-//	inference: type2        # grief: type2 or type1
+//	inference: type2        # grief: type2 (GRIEF-II), type1 or type2-weights
 //	grid: 10                # grief
 //	eigenfunctions: 1000    # grief
 //	samples: 180            # grief type1

@@ -66,7 +66,7 @@ func TestJobFileDefaults(t *testing.T) {
 	}
 	want := &pb.JobSpec{
 		Method: "auto", Kernel: "rbf",
-		LengthscaleBounds: []float64{0.1, 2}, SignalVarianceBounds: []float64{0.05, 20}, NoiseVarianceBounds: []float64{1e-4, 2},
+		LengthscaleBounds: []float64{0.05, 100}, SignalVarianceBounds: []float64{0.05, 20}, NoiseVarianceBounds: []float64{1e-4, 2},
 		MaxIter: 100, Data: &pb.DataSource{Uri: "/data/x.csv", Format: "csv"},
 	}
 	if !proto.Equal(j.spec, want) {

@@ -74,7 +74,7 @@ type GRIEFParams struct {
 // (mean of the per-sample C plus the covariance of the per-sample Beta). W holds the
 // transformed-basis weights (type-II: the optimum; type-I: the sample mean of w).
 type GRIEFPost struct {
-	Inference string // type1 or type2
+	Inference string // type1, type2 (GRIEF-II) or type2-weights
 	Beta      []float64
 	C         []float64
 	W         []float64
@@ -466,7 +466,7 @@ func (m *Model) Validate() error {
 			return fmt.Errorf("GRIEF posterior shapes disagree with the map's %d eigenfunctions (beta %d, C %d, w %d)", p, len(q.Beta), len(q.C), len(q.W))
 		}
 		switch q.Inference {
-		case "type1", "type2":
+		case "type1", "type2", "type2-weights":
 		default:
 			return fmt.Errorf("GRIEF posterior: unknown inference %q", q.Inference)
 		}

@@ -9,8 +9,8 @@ package train
 // The algorithm, step by step:
 //
 //  1. moments pass (standardization; run.prepare);
-//  2. the start: the exact GP's likelihood maximised on a seeded random sample of min(n, 1000)
-//     rows (sampleInit). The paper starts from GPyTorch's defaults and takes 800-1500 Adam
+//  2. the start: the shared hyperparameter search (search.go: restarts on a seeded sample,
+//     polished on min(n, 1000) sampled rows). The paper starts from GPyTorch's defaults and takes 800-1500 Adam
 //     steps; starting near the optimum lets a default run take 100;
 //  3. rows pass: the standardized rows come to the coordinator, which keeps y and the CG
 //     state and sends X with every kernel map step;
@@ -59,8 +59,6 @@ import (
 )
 
 const (
-	// cgInitRows is the size of the random sample the exact GP starts theta from.
-	cgInitRows = 1000
 	// cgTrainTol is the relative residual at which a training solve stops before its
 	// truncation (the reference code's training tolerance).
 	cgTrainTol = 1e-8
@@ -139,25 +137,16 @@ func (r *run) trainCG(ctx context.Context, eng engine.Engine, p *prepared) (*mod
 	for _, w := range post.warnings {
 		m.Warn(w.Code, "%s", w.Message)
 	}
+	r.warnFit(m, p, fit.theta, lower, upper, "")
 	return m, nil
 }
 
 // sampledStart puts into the checkpoint, once, the start of cg and the hyperparameters of
-// kmcg: the exact fit on cgInitRows sampled rows, inside the spec's box.
+// kmcg: the outcome of the shared search (search.go) inside the spec's box.
 func (r *run) sampledStart(ctx context.Context, eng engine.Engine, p *prepared, fam kernel.Family) error {
-	if r.ck.Phase >= phaseStarted {
-		return nil
-	}
-	theta, err := r.sampleInit(ctx, eng, p, fam, cgInitRows)
-	if err != nil {
-		return err
-	}
 	lower, upper := box(r.spec, p.d)
-	for i := range theta {
-		theta[i] = clamp(theta[i], lower[i], upper[i])
-	}
-	r.ck.Phase, r.ck.Start = phaseStarted, theta
-	return r.save(ctx)
+	_, err := r.searchStart(ctx, eng, p, fam, lower, upper)
+	return err
 }
 
 // cgProblem holds what every CG step needs: the standardized rows and the settings.

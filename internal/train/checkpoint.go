@@ -34,7 +34,8 @@ type Checkpoint struct {
 	Ranges    []float64
 	GL        *model.GLParams       // gl: the grid
 	Gram      *reduce.Gram          // gl: the reduced statistic, when under Hooks.MaxStatsBytes
-	Start     []float64             // the start search's point
+	Restarts  []Restart             // the hyperparameter search's finished restarts
+	Start     []float64             // the hyperparameter search's outcome
 	LBFGS     *optimizer.LBFGSState // the optimizer after its last completed iteration
 	Adam      *optimizer.AdamState  // cg: Adam after its last completed step
 	Trace     []float64             // objective by iteration

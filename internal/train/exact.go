@@ -13,7 +13,6 @@ import (
 	"github.com/gpreduce/gpreduce/internal/engine"
 	"github.com/gpreduce/gpreduce/internal/kernel"
 	"github.com/gpreduce/gpreduce/internal/model"
-	"github.com/gpreduce/gpreduce/internal/optimizer"
 	"github.com/gpreduce/gpreduce/internal/reduce"
 	"github.com/gpreduce/gpreduce/internal/shard"
 	"github.com/gpreduce/gpreduce/internal/solver"
@@ -41,7 +40,11 @@ func (r *run) trainExact(ctx context.Context, eng engine.Engine, p *prepared) (*
 	}
 	prob := &exactProblem{fam: fam, d: d, x: rows.X, y: rows.Y}
 	lower, upper := box(spec, d)
-	fit, err := r.optimize(ctx, prob.objective, prob.value, lower, upper, p)
+	x0, err := r.searchStart(ctx, eng, p, fam, lower, upper)
+	if err != nil {
+		return nil, fmt.Errorf("exact: %w", err)
+	}
+	fit, err := r.optimize(ctx, prob.objective, x0, lower, upper, p, 0)
 	if err != nil {
 		return nil, fmt.Errorf("exact: %w", err)
 	}
@@ -52,13 +55,13 @@ func (r *run) trainExact(ctx context.Context, eng engine.Engine, p *prepared) (*
 	}
 	m := newModel(spec, p, fit, e.LogMarginalLikelihood())
 	m.Exact = e.Predictor()
+	r.warnFit(m, p, fit.theta, lower, upper, fit.reason)
 	return m, nil
 }
 
 // exactProblem is the exact GP on standardized rows held in memory: its objective over
 // theta = (log l, log sigma_f^2, log sigma_n^2) serves the exact method (with checkpoints,
-// through run.optimize) and GP-GRIEF's hyperparameter initialisation on a subsample (through
-// fit, without checkpoints).
+// through run.optimize) and the shared hyperparameter search on a sample (search.go).
 type exactProblem struct {
 	fam  kernel.Family
 	d    int
@@ -89,24 +92,6 @@ func (e *exactProblem) value(theta []float64) (float64, error) {
 		return math.Inf(1), nil
 	}
 	return -ex.LogMarginalLikelihood(), nil
-}
-
-// fit maximises the likelihood over the box like run.optimize (the same start search, then
-// box-constrained L-BFGS) but keeps no checkpoint: it is deterministic, so a resumed run
-// recomputes the same optimum.
-func (e *exactProblem) fit(ctx context.Context, lower, upper []float64, maxIter int) ([]float64, error) {
-	x0, err := startPoint(e.value, lower, upper)
-	if err != nil {
-		return nil, err
-	}
-	st, err := optimizer.NewLBFGSState(x0, lower, upper)
-	if err != nil {
-		return nil, err
-	}
-	if err := optimizer.MinimizeLBFGSB(ctx, e.objective, st, lower, upper, optimizer.LBFGSSettings{MaxIter: maxIter}, nil); err != nil {
-		return nil, err
-	}
-	return st.X, nil
 }
 
 // RowsTask returns a shard's rows standardized, for methods that need all rows in one place.

@@ -105,7 +105,11 @@ func (r *run) trainGL(ctx context.Context, eng engine.Engine, p *prepared) (*mod
 	for k := 0; k < d; k++ {
 		lower[k], upper[k] = math.Log(plan.LengthscaleMin[k]), math.Log(plan.LengthscaleMax[k])
 	}
-	fit, err := r.optimize(ctx, lik.objective, lik.value, lower, upper, p)
+	x0, err := r.searchStart(ctx, eng, p, fam, lower, upper)
+	if err != nil {
+		return nil, fmt.Errorf("gl: %w", err)
+	}
+	fit, err := r.optimize(ctx, lik.objective, x0, lower, upper, p, 0)
 	if err != nil {
 		return nil, fmt.Errorf("gl: %w", err)
 	}
@@ -124,6 +128,7 @@ func (r *run) trainGL(ctx context.Context, eng engine.Engine, p *prepared) (*mod
 		m.Sizing = &model.Sizing{LengthscaleMin: plan.LengthscaleMin, LengthscaleMax: plan.LengthscaleMax}
 		m.Warn(model.WarnSizing, "%s", sizing)
 	}
+	r.warnFit(m, p, fit.theta, lower, upper, fit.reason)
 	return m, nil
 }
 

@@ -84,6 +84,8 @@ func (r *run) trainGRIEF(ctx context.Context, eng engine.Engine, p *prepared) (*
 	spec, obs := r.spec, r.obs
 	fam, _ := kernel.ParseFamily(spec.Kernel)
 	d := p.d
+	inference := spec.griefInference()
+	np := spec.griefP(p.n)
 
 	// Step 2: the inducing grid.
 	grid, err := r.griefGrid(ctx, eng, p)
@@ -91,18 +93,28 @@ func (r *run) trainGRIEF(ctx context.Context, eng engine.Engine, p *prepared) (*
 		return nil, fmt.Errorf("grief: %w", err)
 	}
 
-	// Step 3: theta from the exact GP on a random subsample.
-	h, err := r.griefInit(ctx, eng, p, fam)
+	// Step 3: theta from the shared search; type2 (GRIEF-II) then learns it on all rows.
+	lower, upper := box(spec, d)
+	theta, err := r.searchStart(ctx, eng, p, fam, lower, upper)
 	if err != nil {
 		return nil, fmt.Errorf("grief: %w", err)
 	}
+	fit := &fitted{theta: append([]float64(nil), theta...)}
+	if inference == "type2" {
+		q := &griefIIProblem{ctx: ctx, eng: eng, tf: p.tf, fam: fam, grid: grid, p: np, d: d}
+		obs(Event{Phase: "optimize", Message: fmt.Sprintf("GRIEF-II: theta and the noise with w = 1, %d eigenfunctions; each evaluation is %d Gram passes", np, d+1)})
+		if fit, err = r.optimize(ctx, q.objective, theta, lower, upper, p, griefIIFuncTol); err != nil {
+			return nil, fmt.Errorf("grief: GRIEF-II: %w", err)
+		}
+	}
+	h := hyperOf(fit.theta, d)
 
 	// Step 4: the eigenfunction map, fixed from here on.
-	g, err := features.NewGRIEF(fam, h.Lengthscales, h.SignalVariance, grid, spec.griefP())
+	g, err := features.NewGRIEF(fam, h.Lengthscales, h.SignalVariance, grid, np)
 	if err != nil {
 		return nil, fmt.Errorf("grief: %w", err)
 	}
-	np := g.NumFeatures()
+	np = g.NumFeatures()
 	sizes := make([]int, d)
 	for k := range grid {
 		sizes[k] = len(grid[k])
@@ -112,21 +124,13 @@ func (r *run) trainGRIEF(ctx context.Context, eng engine.Engine, p *prepared) (*
 
 	// Step 5: one Gram pass, unless the checkpoint carries it.
 	gram := r.ck.Gram
-	if r.ck.Phase < phaseStats || gram == nil || gram.S != np {
+	if gram == nil || gram.S != np {
 		obs(Event{Phase: "gram", Message: fmt.Sprintf("Gram pass: %d x %d per shard over %d shards", np, np, len(eng.Shards()))})
-		st, err := eng.Reduce(ctx, &GramTask{Features: g, Transform: p.tf})
-		if err != nil {
-			return nil, fmt.Errorf("grief: Gram pass: %w", err)
+		if gram, err = griefGram(ctx, eng, g, p.tf); err != nil {
+			return nil, fmt.Errorf("grief: %w", err)
 		}
-		var ok bool
-		if gram, ok = st.(*reduce.Gram); !ok {
-			return nil, fmt.Errorf("grief: Gram pass returned %T", st)
-		}
-		if r.ck.Phase < phaseStats {
-			r.ck.Phase = phaseStats
-			if int64(np)*int64(np)*8 <= r.hooks.MaxStatsBytes {
-				r.ck.Gram = gram
-			}
+		if inference != "type2" && int64(np)*int64(np)*8 <= r.hooks.MaxStatsBytes {
+			r.ck.Gram = gram
 			if err := r.save(ctx); err != nil {
 				return nil, err
 			}
@@ -143,10 +147,21 @@ func (r *run) trainGRIEF(ctx context.Context, eng engine.Engine, p *prepared) (*
 	// Step 7 and 8: inference over (log w~, log s2) and the posterior.
 	var post *model.GRIEFPost
 	var lml, noise float64
-	fit := &fitted{theta: make([]float64, d+2)}
-	switch spec.griefInference() {
+	switch inference {
 	case "type2":
-		post, lml, noise, err = r.griefType2(ctx, b, h.NoiseVariance, p, fit)
+		// GRIEF-II's posterior: the base kernel (w = 1 on the eigenfunctions, w~ = Sigma~^2
+		// in the transformed basis) at the learned noise.
+		noise = h.NoiseVariance
+		x := make([]float64, b.pt+1)
+		for i, s := range b.sig2 {
+			x[i] = math.Log(s)
+		}
+		x[b.pt] = math.Log(noise)
+		w, _ := b.weights(x)
+		beta, C := b.posterior(w, noise)
+		post, lml = &model.GRIEFPost{Inference: "type2", Beta: beta, C: C, W: w}, b.lml(x, nil)
+	case "type2-weights":
+		post, lml, noise, err = r.griefType2Weights(ctx, b, h.NoiseVariance, p, fit)
 	case "type1":
 		post, lml, noise, err = r.griefType1(ctx, b, h.NoiseVariance, fit)
 	default:
@@ -155,17 +170,162 @@ func (r *run) trainGRIEF(ctx context.Context, eng engine.Engine, p *prepared) (*
 	if err != nil {
 		return nil, fmt.Errorf("grief: %w", err)
 	}
-	for k, l := range h.Lengthscales {
-		fit.theta[k] = math.Log(l)
-	}
-	fit.theta[d], fit.theta[d+1] = math.Log(h.SignalVariance), math.Log(noise)
+	fit.theta[d+1] = math.Log(noise)
 	m := newModel(spec, p, fit, lml)
 	m.GRIEF = &model.GRIEFParams{
 		Lengthscales: g.Lengthscales, SignalVariance: g.SignalVariance,
 		Grid: g.Grid, Q: g.Q, LogLam: g.LogLam, Idx: g.Idx, LogLamP: g.LogLamP,
 	}
 	m.GRIEFPost = post
+	reason := ""
+	if inference == "type2" {
+		reason = fit.reason
+	}
+	r.warnFit(m, p, fit.theta, lower, upper, reason)
+	if inference == "type2-weights" {
+		m.Warn(model.WarnEstimate, "the log likelihood %.6g (type2-weights) is maximised over %d eigenfunction weights as well as the noise; it is not comparable with other methods' log likelihoods, and the weights may overfit (GP-GRIEF §5)", lml, b.pt)
+	}
 	return m, nil
+}
+
+// griefGram runs one Gram pass with the GRIEF map g: A = Phi^T Phi, r = Phi^T y, y^T y, n.
+func griefGram(ctx context.Context, eng engine.Engine, g *features.GRIEF, tf shard.Transform) (*reduce.Gram, error) {
+	st, err := eng.Reduce(ctx, &GramTask{Features: g, Transform: tf})
+	if err != nil {
+		return nil, fmt.Errorf("Gram pass: %w", err)
+	}
+	gram, ok := st.(*reduce.Gram)
+	if !ok {
+		return nil, fmt.Errorf("Gram pass returned %T", st)
+	}
+	return gram, nil
+}
+
+// griefIIProblem is GRIEF-II (GP-GRIEF §2.4 "type-II"): the marginal likelihood of the base
+// GRIEF kernel K~ = Phi Phi^T (eq. 3, w = 1) plus s2 I on all rows, as a function of
+// x = (log l_1..log l_d, log c, log s2), c the signal variance. Phi scales as sqrt(c) (K_XU and
+// the eigenvalues of K_UU both scale as c), so one Gram pass with unit signal variance gives
+// A_1 = Phi_1^T Phi_1 and r_1 = Phi_1^T y, and with P = s2 I + c A_1, beta = P^-1 sqrt(c) r_1:
+//
+//	LML = -1/2 [log|P| + (n - p) log s2 + (y^T y - sqrt(c) r_1^T beta)/s2 + n log 2 pi]
+//	dLML/dlog c  = -1/2 [p - s2 tr(P^-1) - beta^T beta]
+//	dLML/dlog s2 = -1/2 s2 [tr(P^-1) + (n - p)/s2 - (y^T y - sqrt(c) r_1^T beta)/s2^2 + beta^T beta/s2]
+//
+// (supplement A with W = I). The lengthscale derivatives need the derivatives of the 1-D
+// eigenvectors, which the paper does not give; like the authors' code they are forward
+// differences in log l_k, one Gram pass each, so an evaluation costs d + 1 passes of
+// O(n p^2 + d n p). The selection S_p of Algorithm 1 follows theta, which makes the objective
+// piecewise smooth (digest pitfall 6).
+type griefIIProblem struct {
+	ctx  context.Context
+	eng  engine.Engine
+	tf   shard.Transform
+	fam  kernel.Family
+	grid [][]float64
+	p, d int
+}
+
+const (
+	// griefIIStep is the forward-difference step in log l.
+	griefIIStep = 1e-5
+	// griefIIFuncTol is GRIEF-II's convergence test, a relative decrease of 1e-6 three
+	// iterations running: forward differences carry relative errors near 1e-5, below which
+	// progress is noise, and every evaluation is d + 1 passes over the data.
+	griefIIFuncTol = 1e-6
+)
+
+// gram returns the Gram statistic of the unit-signal GRIEF map at lengthscales exp(x[:d]).
+func (q *griefIIProblem) gram(x []float64) (*reduce.Gram, error) {
+	ls := make([]float64, q.d)
+	for k := range ls {
+		ls[k] = math.Exp(x[k])
+	}
+	g, err := features.NewGRIEF(q.fam, ls, 1, q.grid, q.p)
+	if err != nil {
+		return nil, err
+	}
+	return griefGram(q.ctx, q.eng, g, q.tf)
+}
+
+// objective is the negative GRIEF-II log likelihood and its gradient (see griefIIProblem).
+func (q *griefIIProblem) objective(x, grad []float64) (float64, error) {
+	d := q.d
+	g, err := q.gram(x)
+	if err != nil {
+		return 0, err
+	}
+	var g2 [2]float64
+	f, ok := griefIILML(g, math.Exp(x[d]), math.Exp(x[d+1]), g2[:])
+	if !ok {
+		return math.Inf(1), nil // not positive definite here: a failed step
+	}
+	grad[d], grad[d+1] = -g2[0], -g2[1]
+	xs := append([]float64(nil), x...)
+	for k := 0; k < d; k++ {
+		xs[k] = x[k] + griefIIStep
+		gk, err := q.gram(xs)
+		if err != nil {
+			return 0, err
+		}
+		fk, ok := griefIILML(gk, math.Exp(x[d]), math.Exp(x[d+1]), nil)
+		if !ok {
+			return math.Inf(1), nil
+		}
+		grad[k] = -(fk - f) / griefIIStep
+		xs[k] = x[k]
+	}
+	return -f, nil
+}
+
+// griefIILML is the GRIEF-II log marginal likelihood from the unit-signal Gram statistic g
+// at signal variance c and noise s2, and, if grad is not nil, its derivatives in (log c,
+// log s2). ok is false when P = s2 I + c A_1 is not numerically positive definite.
+func griefIILML(g *reduce.Gram, c, s2 float64, grad []float64) (lml float64, ok bool) {
+	p, n := g.S, g.N
+	P := mat.NewSymDense(p, nil)
+	for i := 0; i < p; i++ {
+		for j := i; j < p; j++ {
+			P.SetSym(i, j, c*g.G[i*p+j])
+		}
+		P.SetSym(i, i, P.At(i, i)+s2)
+	}
+	var ch mat.Cholesky
+	if !ch.Factorize(P) {
+		return 0, false
+	}
+	sc := math.Sqrt(c)
+	r := mat.NewVecDense(p, nil)
+	for i := 0; i < p; i++ {
+		r.SetVec(i, sc*g.B[i])
+	}
+	var beta mat.VecDense
+	if err := ch.SolveVecTo(&beta, r); err != nil {
+		return 0, false
+	}
+	rb := mat.Dot(r, &beta)
+	q := g.YY - rb
+	lml = -0.5 * (ch.LogDet() + float64(n-p)*math.Log(s2) + q/s2 + float64(n)*math.Log(2*math.Pi))
+	if grad != nil {
+		// tr(P^-1) = ||L^-1||_F^2 with P = L L^T: the one place the triangular factor is
+		// inverted, because the trace needs every entry of L^-1.
+		var L, Li mat.TriDense
+		ch.LTo(&L)
+		if err := Li.InverseTri(&L); err != nil {
+			return 0, false
+		}
+		var tr float64
+		raw := Li.RawTriangular()
+		for i := 0; i < p; i++ {
+			for j := 0; j <= i; j++ {
+				v := raw.Data[i*raw.Stride+j]
+				tr += v * v
+			}
+		}
+		bb := mat.Dot(&beta, &beta)
+		grad[0] = -0.5 * (float64(p) - s2*tr - bb)
+		grad[1] = -0.5 * s2 * (tr + float64(n-p)/s2 - q/(s2*s2) + bb/s2)
+	}
+	return lml, true
 }
 
 // griefGrid places the inducing grid from the standardized column extremes and the
@@ -202,50 +362,9 @@ func (r *run) griefGrid(ctx context.Context, eng engine.Engine, p *prepared) ([]
 	return features.GRIEFGrid(lo, hi, distinct, mbar)
 }
 
-// griefInit fits the exact GP on a seeded random sample of min(n, griefInitRows) rows and
-// returns its hyperparameters (standardized units) as the fixed theta and sigma0^2.
-func (r *run) griefInit(ctx context.Context, eng engine.Engine, p *prepared, fam kernel.Family) (model.Hyper, error) {
-	theta, err := r.sampleInit(ctx, eng, p, fam, griefInitRows)
-	if err != nil {
-		return model.Hyper{}, err
-	}
-	return hyperOf(theta, p.d), nil
-}
-
-// sampleInit fits the exact GP by maximum likelihood (the start search, then box-constrained
-// L-BFGS) on a random sample of min(n, rows) rows drawn by a seeded bottom-k pass, and returns
-// its log-hyperparameters theta = (log l, log sigma_f^2, log sigma_n^2), standardized units.
-func (r *run) sampleInit(ctx context.Context, eng engine.Engine, p *prepared, fam kernel.Family, rows int) ([]float64, error) {
-	d := p.d
-	st, err := eng.Reduce(ctx, shard.SampleTask{K: rows, Seed: r.spec.Seed})
-	if err != nil {
-		return nil, fmt.Errorf("sample pass: %w", err)
-	}
-	smp, ok := st.(*reduce.Sample)
-	if !ok {
-		return nil, fmt.Errorf("sample pass returned %T", st)
-	}
-	n := len(smp.Y)
-	if n < 2 || len(smp.X) != n*d {
-		return nil, fmt.Errorf("sample pass gave %d rows of %d values for d=%d", n, len(smp.X), d)
-	}
-	x, y := make([]float64, n*d), make([]float64, n)
-	for i := 0; i < n; i++ {
-		p.tf.ApplyRow(smp.X[i*d:(i+1)*d], x[i*d:(i+1)*d])
-		y[i] = p.tf.Y(smp.Y[i])
-	}
-	r.obs(Event{Phase: "init", Message: fmt.Sprintf("exact GP on a random sample of %d rows for the kernel hyperparameters", n)})
-	prob := &exactProblem{fam: fam, d: d, x: x, y: y}
-	lower, upper := box(r.spec, d)
-	theta, err := prob.fit(ctx, lower, upper, r.spec.maxIter())
-	if err != nil {
-		return nil, fmt.Errorf("initial hyperparameters: %w", err)
-	}
-	return theta, nil
-}
-
-// griefType2 maximises the likelihood over (log w~, log s2) from the base kernel.
-func (r *run) griefType2(ctx context.Context, b *griefBasis, sn2 float64, p *prepared, fit *fitted) (*model.GRIEFPost, float64, float64, error) {
+// griefType2Weights maximises the likelihood over (log w~, log s2) from the base kernel at
+// the searched theta: the type-II variant over the weights that GP-GRIEF §5 warns overfits.
+func (r *run) griefType2Weights(ctx context.Context, b *griefBasis, sn2 float64, p *prepared, fit *fitted) (*model.GRIEFPost, float64, float64, error) {
 	pt := b.pt
 	lower, upper := make([]float64, pt+1), make([]float64, pt+1)
 	x0 := make([]float64, pt+1)
@@ -255,12 +374,6 @@ func (r *run) griefType2(ctx context.Context, b *griefBasis, sn2 float64, p *pre
 	}
 	lower[pt], upper[pt] = math.Log(r.spec.NoiseVarianceBounds[0]), math.Log(r.spec.NoiseVarianceBounds[1])
 	x0[pt] = clamp(math.Log(sn2), lower[pt], upper[pt])
-	if r.ck.Phase < phaseStarted { // the start is fixed, so run.optimize skips its search
-		r.ck.Phase, r.ck.Start = phaseStarted, x0
-		if err := r.save(ctx); err != nil {
-			return nil, 0, 0, err
-		}
-	}
 	obj := func(x, grad []float64) (float64, error) {
 		f := b.lml(x, grad)
 		for i := range grad {
@@ -268,14 +381,14 @@ func (r *run) griefType2(ctx context.Context, b *griefBasis, sn2 float64, p *pre
 		}
 		return -f, nil
 	}
-	opt, err := r.optimize(ctx, obj, nil, lower, upper, p)
+	opt, err := r.optimize(ctx, obj, x0, lower, upper, p, 0)
 	if err != nil {
 		return nil, 0, 0, err
 	}
 	fit.trace, fit.iters = opt.trace, opt.iters
 	w, s2 := b.weights(opt.theta)
 	beta, C := b.posterior(w, s2)
-	return &model.GRIEFPost{Inference: "type2", Beta: beta, C: C, W: w}, b.lml(opt.theta, nil), s2, nil
+	return &model.GRIEFPost{Inference: "type2-weights", Beta: beta, C: C, W: w}, b.lml(opt.theta, nil), s2, nil
 }
 
 // griefType1 samples (log w~, log s2) by MALA under the log-normal priors and averages the

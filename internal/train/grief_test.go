@@ -382,8 +382,9 @@ func griefSpec(inference string) Spec {
 	return s
 }
 
-// TestGRIEFType2ReachesExact: type II end to end on synthetic data reaches a test RMSE close
-// to the exact GP's, and the model survives an encode/decode round trip.
+// TestGRIEFType2ReachesExact: type2 (GRIEF-II) and type2-weights end to end on synthetic
+// data reach a test RMSE close to the exact GP's, the models survive an encode/decode round
+// trip, and only type2-weights carries the not-comparable log likelihood warning.
 func TestGRIEFType2ReachesExact(t *testing.T) {
 	tr, te := synthTable(500, 2, 21), synthTable(300, 2, 22)
 	ctx := context.Background()
@@ -391,38 +392,46 @@ func TestGRIEFType2ReachesExact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var events []Event
-	m, err := Train(ctx, localEngine(t, tr, 4, 2), griefSpec("type2"), func(e Event) { events = append(events, e) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	re, rg := rmse(t, ex, te), rmse(t, m, te)
-	t.Logf("test RMSE: exact %.4f, grief type2 %.4f (p~ = %d, noise %.4g, %d iterations)", re, rg, len(m.GRIEFPost.W), m.Hyper.NoiseVariance, m.Iterations)
-	if rg > 1.15*re+0.01 {
-		t.Errorf("grief type2 RMSE %.4f, exact %.4f", rg, re)
-	}
-	if m.GRIEFPost.Inference != "type2" || len(m.Trace) == 0 || math.IsNaN(m.LogLik) {
-		t.Errorf("model: inference %q, %d trace entries, LML %v", m.GRIEFPost.Inference, len(m.Trace), m.LogLik)
-	}
-	b, err := m.Bytes()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m2, err := model.Decode(bytes.NewReader(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rmse(t, m2, te) != rg {
-		t.Error("decoded model predicts differently")
-	}
-	phases := map[string]bool{}
-	for _, e := range events {
-		phases[e.Phase] = true
-	}
-	for _, ph := range []string{"moments", "grid", "init", "gram", "basis", "optimize"} {
-		if !phases[ph] {
-			t.Errorf("no %q event", ph)
-		}
+	re := rmse(t, ex, te)
+	for _, inference := range []string{"type2", "type2-weights"} {
+		t.Run(inference, func(t *testing.T) {
+			var events []Event
+			m, err := Train(ctx, localEngine(t, tr, 4, 2), griefSpec(inference), func(e Event) { events = append(events, e) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			rg := rmse(t, m, te)
+			t.Logf("test RMSE: exact %.4f, grief %s %.4f (p~ = %d, noise %.4g, %d iterations, warnings %v)", re, inference, rg, len(m.GRIEFPost.W), m.Hyper.NoiseVariance, m.Iterations, m.Warnings)
+			if rg > 1.15*re+0.01 {
+				t.Errorf("grief %s RMSE %.4f, exact %.4f", inference, rg, re)
+			}
+			if m.GRIEFPost.Inference != inference || len(m.Trace) == 0 || math.IsNaN(m.LogLik) {
+				t.Errorf("model: inference %q, %d trace entries, LML %v", m.GRIEFPost.Inference, len(m.Trace), m.LogLik)
+			}
+			if got := m.HasWarning(model.WarnEstimate); got != (inference == "type2-weights") {
+				t.Errorf("estimate warning present = %v", got)
+			}
+			b, err := m.Bytes()
+			if err != nil {
+				t.Fatal(err)
+			}
+			m2, err := model.Decode(bytes.NewReader(b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rmse(t, m2, te) != rg {
+				t.Error("decoded model predicts differently")
+			}
+			phases := map[string]bool{}
+			for _, e := range events {
+				phases[e.Phase] = true
+			}
+			for _, ph := range []string{"moments", "grid", "start", "gram", "basis", "optimize"} {
+				if !phases[ph] {
+					t.Errorf("no %q event", ph)
+				}
+			}
+		})
 	}
 }
 

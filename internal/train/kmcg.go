@@ -194,6 +194,8 @@ func (r *run) trainKMCG(ctx context.Context, eng engine.Engine, p *prepared) (*m
 	for _, w := range append(warns, vc.warnings...) {
 		m.Warn(w.Code, "%s", w.Message)
 	}
+	lower, upper := box(spec, d)
+	r.warnFit(m, p, theta, lower, upper, "")
 	return m, nil
 }
 

@@ -49,7 +49,11 @@ func (r *run) trainRFF(ctx context.Context, eng engine.Engine, p *prepared) (*mo
 
 	lik := &rffLikelihood{ctx: ctx, eng: eng, rff: rff, tf: p.tf, logh: logh}
 	lower, upper := box(spec, d)
-	fit, err := r.optimize(ctx, lik.objective, lik.value, lower, upper, p)
+	x0, err := r.searchStart(ctx, eng, p, fam, lower, upper)
+	if err != nil {
+		return nil, fmt.Errorf("rff: %w", err)
+	}
+	fit, err := r.optimize(ctx, lik.objective, x0, lower, upper, p, 0)
 	if err != nil {
 		return nil, fmt.Errorf("rff: %w", err)
 	}
@@ -62,6 +66,7 @@ func (r *run) trainRFF(ctx context.Context, eng engine.Engine, p *prepared) (*mo
 	m := newModel(spec, p, fit, f.LML)
 	m.RFF = &model.RFFParams{Omega: rff.Omega, Features: s}
 	m.Features = f.Predictor()
+	r.warnFit(m, p, fit.theta, lower, upper, fit.reason)
 	return m, nil
 }
 

@@ -41,9 +41,9 @@ type Spec struct {
 	ExactMaxRows int `json:"exact_max_rows,omitempty" yaml:"exact_max_rows,omitempty"`
 
 	// GP-GRIEF (digest 001).
-	Inference      string `json:"inference,omitempty" yaml:"inference,omitempty"`           // type2 (default: maximum marginal likelihood over w, sigma^2) or type1 (MALA)
+	Inference      string `json:"inference,omitempty" yaml:"inference,omitempty"`           // type2 (default: GRIEF-II, theta and sigma^2 with w = 1), type1 (MALA over w, sigma^2) or type2-weights (maximum likelihood over w, sigma^2)
 	Grid           int    `json:"grid,omitempty" yaml:"grid,omitempty"`                     // inducing points per dimension, m_bar (default DefaultGRIEFGrid)
-	Eigenfunctions int    `json:"eigenfunctions,omitempty" yaml:"eigenfunctions,omitempty"` // p, the number of eigenfunctions (default DefaultGRIEFEigenfunctions)
+	Eigenfunctions int    `json:"eigenfunctions,omitempty" yaml:"eigenfunctions,omitempty"` // p, the number of eigenfunctions (default: GP-GRIEF §4.3, see Spec.GRIEFEigenfunctions)
 	Samples        int    `json:"samples,omitempty" yaml:"samples,omitempty"`               // type1: retained MALA samples (default DefaultGRIEFSamples)
 
 	// Conjugate gradients: cg (BBMM-style training, digest 004) and kmcg (digest 003).
@@ -68,7 +68,7 @@ const (
 	DefaultExactMaxRows = 5000
 
 	DefaultGRIEFGrid           = 10   // m_bar, as in the paper's experiments
-	DefaultGRIEFEigenfunctions = 1000 // p, as in the paper's GRIEF-I experiments
+	DefaultGRIEFEigenfunctions = 1000 // p of type1 and type2-weights, as in the paper's GRIEF-I experiments; type2 takes min(1000, 10^floor(log10 n))
 	DefaultGRIEFSamples        = 180  // (10000 - 1000) / 50: the paper's MALA run
 	MaxGRIEFGrid               = 1024
 
@@ -84,15 +84,32 @@ const (
 	MaxCGPredictIters     = 1000 // cap on the prediction solve (digest 004 §6)
 )
 
-// DefaultSpec returns the defaults for a method: kernel rbf, lengthscales in [0.1, 2],
-// signal variance in [0.05, 20], noise variance in [1e-4, 2] (standardized units).
+// Default hyperparameter bounds, standardized units (each input and the target scaled to unit
+// variance by the training data).
+//
+// Lengthscales [0.05, 100]: the upper bound is 100 standard deviations of the input, at least
+// 14 times the standardized range of any column with n <= 10^9 Gaussian rows (about 12 sd) and
+// 29 times that of a uniform or binary column, so an irrelevant input can be switched off
+// (its kernel factor then stays above exp(-1/200) across the data; ARD needs a lengthscale far
+// above the spread, and the former bound of 2 could not reach it). The lower bound 0.05 is
+// 1/20 of a standard deviation: on n <= 10^5 rows shorter lengthscales only fit noise, and
+// it keeps the feature methods' frequency box finite (gl sizes its grid from these bounds).
+// Signal variance [0.05, 20] and noise variance [1e-4, 2] bracket the target's unit variance.
+var (
+	DefaultLengthscaleBounds    = [2]float64{0.05, 100}
+	DefaultSignalVarianceBounds = [2]float64{0.05, 20}
+	DefaultNoiseVarianceBounds  = [2]float64{1e-4, 2}
+)
+
+// DefaultSpec returns the defaults for a method: kernel rbf, DefaultLengthscaleBounds,
+// DefaultSignalVarianceBounds and DefaultNoiseVarianceBounds (standardized units).
 func DefaultSpec(method string) Spec {
 	return Spec{
 		Method:               method,
 		Kernel:               "rbf",
-		LengthscaleBounds:    [2]float64{0.1, 2},
-		SignalVarianceBounds: [2]float64{0.05, 20},
-		NoiseVarianceBounds:  [2]float64{1e-4, 2},
+		LengthscaleBounds:    DefaultLengthscaleBounds,
+		SignalVarianceBounds: DefaultSignalVarianceBounds,
+		NoiseVarianceBounds:  DefaultNoiseVarianceBounds,
 		MaxIter:              DefaultMaxIter,
 	}
 }
@@ -162,9 +179,9 @@ func (s *Spec) Validate(d int) error {
 		}
 	}
 	switch s.Inference {
-	case "", "type1", "type2":
+	case "", "type1", "type2", "type2-weights":
 	default:
-		return fmt.Errorf("inference: unknown inference %q; use type2 (maximum marginal likelihood) or type1 (MALA sampling)", s.Inference)
+		return fmt.Errorf("inference: unknown inference %q; use type2 (GRIEF-II: maximum marginal likelihood over theta and the noise), type1 (MALA over the weights and the noise) or type2-weights (maximum likelihood over the weights and the noise)", s.Inference)
 	}
 	if s.Inference != "" && s.Method != "grief" {
 		return fmt.Errorf("inference: %q is a grief setting; drop it for method %s", s.Inference, s.Method)
@@ -175,8 +192,8 @@ func (s *Spec) Validate(d int) error {
 	if s.Eigenfunctions < 0 {
 		return fmt.Errorf("eigenfunctions: %d is negative; give a positive number (or 0 for the default %d)", s.Eigenfunctions, DefaultGRIEFEigenfunctions)
 	}
-	if s.Method == "grief" && s.griefP() > s.maxFeatures() {
-		return fmt.Errorf("eigenfunctions: %d exceeds max-features %d (A = Phi^T Phi takes p^2 floats per shard); lower it or raise max-features", s.griefP(), s.maxFeatures())
+	if s.Method == "grief" && s.griefP(0) > s.maxFeatures() {
+		return fmt.Errorf("eigenfunctions: %d exceeds max-features %d (A = Phi^T Phi takes p^2 floats per shard); lower it or raise max-features", s.griefP(0), s.maxFeatures())
 	}
 	if s.Samples < 0 {
 		return fmt.Errorf("samples: %d is negative; give a positive number (or 0 for the default %d)", s.Samples, DefaultGRIEFSamples)
@@ -300,11 +317,21 @@ func (s *Spec) griefGrid() int {
 	return s.Grid
 }
 
-func (s *Spec) griefP() int {
-	if s.Eigenfunctions == 0 {
+// griefP is the number of eigenfunctions p for n training rows: the spec's, or GP-GRIEF
+// §4.3's choice, p = min(1000, 10^floor(log10 n)) for type2 (GRIEF-II) and p = 1000 for the
+// weight-learning variants. n <= 0 (not yet known) gives the largest p the spec can take.
+func (s *Spec) griefP(n int) int {
+	switch {
+	case s.Eigenfunctions != 0:
+		return s.Eigenfunctions
+	case s.griefInference() != "type2" || n <= 0:
 		return DefaultGRIEFEigenfunctions
 	}
-	return s.Eigenfunctions
+	p := 1
+	for p*10 <= n && p < DefaultGRIEFEigenfunctions {
+		p *= 10
+	}
+	return p
 }
 
 func (s *Spec) griefSamples() int {

@@ -165,81 +165,34 @@ func box(spec Spec, d int) (lower, upper []float64) {
 
 func clamp(v, lo, hi float64) float64 { return math.Min(hi, math.Max(lo, v)) }
 
-// valueFunc evaluates the objective (negative log marginal likelihood) without its gradient;
-// for every method that is markedly cheaper than the objective with gradient.
-type valueFunc func(theta []float64) (float64, error)
-
-// Start search: startLengthscales common lengthscales spread log-uniformly across their
-// bounds, times the noise variances in startNoise (clamped to the noise bounds), with the
-// signal variance at 1 (clamped), the variance of the standardized target.
-const startLengthscales = 7
-
-var startNoise = [...]float64{1e-3, 1e-2, 1e-1}
-
-// startPoint picks the optimizer's start inside the box: the grid point with the smallest
-// objective. It costs 21 value-only evaluations and makes the fit robust to the local optima
-// of the likelihood in lengthscale and noise (a long lengthscale with large noise explains
-// any data poorly but is a stationary point).
-func startPoint(value valueFunc, lower, upper []float64) ([]float64, error) {
-	d := len(lower) - 2
-	x := make([]float64, d+2)
-	x[d] = clamp(0, lower[d], upper[d])
-	var best []float64
-	bestF := math.Inf(1)
-	for _, sn2 := range startNoise {
-		x[d+1] = clamp(math.Log(sn2), lower[d+1], upper[d+1])
-		for c := 0; c < startLengthscales; c++ {
-			t := (float64(c) + 0.5) / startLengthscales
-			for k := 0; k < d; k++ {
-				x[k] = lower[k] + t*(upper[k]-lower[k])
-			}
-			f, err := value(x)
-			if err != nil {
-				return nil, err
-			}
-			if f < bestF {
-				best, bestF = append([]float64(nil), x...), f
-			}
-		}
-	}
-	if best == nil {
-		return nil, fmt.Errorf("the objective is not finite anywhere in the start search; check the bounds")
-	}
-	return best, nil
-}
-
 // fitted is the optimizer's outcome.
 type fitted struct {
 	theta []float64
 	trace []float64
 	iters int
+	// reason is why L-BFGS stopped (optimizer.Reason*); empty for other optimizers.
+	reason string
 }
 
-// optimize minimizes obj over the box with box-constrained L-BFGS from the start search's
-// best point, reporting and checkpointing each iteration; a checkpointed run continues from
-// its saved optimizer state. The objective is the total negative log likelihood; events
-// report it per training row.
-func (r *run) optimize(ctx context.Context, obj optimizer.Objective, value valueFunc, lower, upper []float64, p *prepared) (*fitted, error) {
-	maxIter := r.spec.maxIter()
-	if r.ck.Phase < phaseStarted {
-		r.obs(Event{Phase: "start", Message: fmt.Sprintf("start search over %d lengthscales x %d noise variances", startLengthscales, len(startNoise))})
-		x0, err := startPoint(value, lower, upper)
-		if err != nil {
-			return nil, err
-		}
-		r.ck.Phase, r.ck.Start = phaseStarted, x0
-		if err := r.save(ctx); err != nil {
-			return nil, err
-		}
+// optimize minimizes obj over the box with box-constrained L-BFGS from x0 (normally the
+// shared search's outcome, run.searchStart), reporting and checkpointing each iteration; a
+// checkpointed run continues from its saved optimizer state. The objective is the total
+// negative log likelihood; events report it per training row. funcTol is the relative
+// decrease below which (three iterations running) the run has converged; 0 selects
+// fitFuncTol, the test for analytic gradients.
+func (r *run) optimize(ctx context.Context, obj optimizer.Objective, x0, lower, upper []float64, p *prepared, funcTol float64) (*fitted, error) {
+	if funcTol == 0 {
+		funcTol = fitFuncTol
 	}
+	maxIter := r.spec.maxIter()
 	st := r.ck.LBFGS
 	if st == nil {
 		var err error
-		if st, err = optimizer.NewLBFGSState(r.ck.Start, lower, upper); err != nil {
+		if st, err = optimizer.NewLBFGSState(x0, lower, upper); err != nil {
 			return nil, err
 		}
 	}
-	err := optimizer.MinimizeLBFGSB(ctx, obj, st, lower, upper, optimizer.LBFGSSettings{MaxIter: maxIter}, func(s *optimizer.LBFGSState) error {
+	err := optimizer.MinimizeLBFGSB(ctx, obj, st, lower, upper, optimizer.LBFGSSettings{MaxIter: maxIter, FuncTol: funcTol, GradTol: fitGradTol}, func(s *optimizer.LBFGSState) error {
 		for len(r.ck.Trace) <= s.Iter {
 			r.ck.Trace = append(r.ck.Trace, 0)
 		}
@@ -251,7 +204,7 @@ func (r *run) optimize(ctx context.Context, obj optimizer.Objective, value value
 	if err != nil {
 		return nil, fmt.Errorf("optimize hyperparameters: %w", err)
 	}
-	return &fitted{theta: append([]float64(nil), st.X...), trace: append([]float64(nil), r.ck.Trace...), iters: st.Iter}, nil
+	return &fitted{theta: append([]float64(nil), st.X...), trace: append([]float64(nil), r.ck.Trace...), iters: st.Iter, reason: st.Reason}, nil
 }
 
 // hyperOf unpacks theta into standardized hyperparameters.

@@ -504,9 +504,16 @@ func freeAddr(t testing.TB) string {
 	return l.Addr().String()
 }
 
-// eventually polls cond until it returns nil or timeout passes.
+// eventually polls cond until it returns nil or waitSlack times timeout
+// passes.
+// waitSlack stretches every wait: a deadline here only bounds how long a failing test
+// hangs, it measures nothing, and a loaded 2-core machine can be many times slower than the
+// one a timeout was chosen on. Tests that assert a bound on time measure it themselves.
+const waitSlack = 6
+
 func eventually(t testing.TB, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
+	timeout *= waitSlack
 	deadline := time.Now().Add(timeout)
 	for {
 		err := cond()

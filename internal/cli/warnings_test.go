@@ -92,13 +92,15 @@ func TestEvalGLSizingWarning(t *testing.T) {
 	if r.Method != "gl" || r.Features > 625 || !hasCode(r.Warnings, model.WarnSizing) || r.Domain == "" || r.OutsideDomain != 0 {
 		t.Fatalf("gl over the budget: %+v", r)
 	}
+	def := train.DefaultSpec("gl").LengthscaleBounds
+	defaultBounds := fmt.Sprintf("%g,%g", def[0], def[1])
 	var msg string
 	for _, w := range r.Warnings {
 		if w.Code == model.WarnSizing {
 			msg = w.Message
 		}
 	}
-	if !strings.Contains(msg, "0.1,2") || !strings.Contains(msg, "narrowed to") || !strings.Contains(msg, "max-features 625") {
+	if !strings.Contains(msg, defaultBounds) || !strings.Contains(msg, "narrowed to") || !strings.Contains(msg, "max-features 625") {
 		t.Errorf("sizing warning %q does not say what was narrowed and why", msg)
 	}
 	b, err := os.ReadFile(mpath)
@@ -109,7 +111,7 @@ func TestEvalGLSizingWarning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Sizing == nil || !m.HasWarning(model.WarnSizing) || !(m.Sizing.LengthscaleMin[0] > 0.1) {
+	if m.Sizing == nil || !m.HasWarning(model.WarnSizing) || !(m.Sizing.LengthscaleMin[0] > def[0]) {
 		t.Fatalf("model sizing record %+v, warnings %v", m.Sizing, m.Warnings)
 	}
 	for k, l := range m.Hyper.Lengthscales {
@@ -118,7 +120,7 @@ func TestEvalGLSizingWarning(t *testing.T) {
 		}
 	}
 	code, out, _ = run(t, "eval", "--method", "gl", "--max-features", "625", "--train", tr, "--test", te, "--header", "--target", "y", "--max-iter", "30")
-	if code != 0 || !strings.Contains(out, "warning     sizing: gl: the lengthscale bounds 0.1,2 need more than max-features 625") {
+	if code != 0 || !strings.Contains(out, "warning     sizing: gl: the lengthscale bounds "+defaultBounds+" need more than max-features 625") {
 		t.Errorf("printed summary lacks the sizing warning:\n%s", out)
 	}
 }

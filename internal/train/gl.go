@@ -49,17 +49,48 @@ func (r *run) trainGL(ctx context.Context, eng engine.Engine, p *prepared) (*mod
 	if err != nil {
 		return nil, fmt.Errorf("gl: %w", err)
 	}
+	// The hyperparameter search runs first, on sampled rows over the whole box, so that a
+	// budget too small for the whole box can be spent where the likelihood is.
+	lower, upper := box(spec, d)
+	x0, err := r.searchStart(ctx, eng, p, fam, lower, upper)
+	if err != nil {
+		return nil, fmt.Errorf("gl: %w", err)
+	}
+	sizingFor := func(lmin, lmax []float64) (*features.GLPlan, error) {
+		return features.PlanGL(fam, features.GLSizing{
+			N: p.n, LengthscaleMin: lmin, LengthscaleMax: lmax,
+			SignalVarianceMax: spec.SignalVarianceBounds[1], NoiseVarianceMin: spec.NoiseVarianceBounds[0],
+			Range: ext, MaxFeatures: spec.maxFeatures(), U: spec.GLBox, NodesPerDim: spec.NodesPerDim,
+		})
+	}
 	lmin, lmax := make([]float64, d), make([]float64, d)
 	for k := range lmin {
 		lmin[k], lmax[k] = spec.LengthscaleBounds[0], spec.LengthscaleBounds[1]
 	}
-	plan, err := features.PlanGL(fam, features.GLSizing{
-		N: p.n, LengthscaleMin: lmin, LengthscaleMax: lmax,
-		SignalVarianceMax: spec.SignalVarianceBounds[1], NoiseVarianceMin: spec.NoiseVarianceBounds[0],
-		Range: ext, MaxFeatures: spec.maxFeatures(), U: spec.GLBox, NodesPerDim: spec.NodesPerDim,
-	})
+	plan, err := sizingFor(lmin, lmax)
 	if err != nil {
 		return nil, fmt.Errorf("gl: %w", err)
+	}
+	centred := ""
+	if plan.Adjusted && len(spec.NodesPerDim) == 0 && len(spec.GLBox) == 0 {
+		// Over budget: size for a window around the searched lengthscales instead of the
+		// whole box, the widest of glWindows that the budget holds without raising its floor
+		// (PlanGL keeps a window's top and raises its floor, which would leave the fit outside).
+		for _, w := range glWindows() {
+			for k := range lmin {
+				l0 := math.Exp(x0[k])
+				lmin[k] = math.Max(spec.LengthscaleBounds[0], l0/w)
+				lmax[k] = math.Min(spec.LengthscaleBounds[1], l0*w)
+			}
+			if plan, err = sizingFor(lmin, lmax); err != nil {
+				return nil, fmt.Errorf("gl: %w", err)
+			}
+			centred = fmt.Sprintf("lengthscale bounds narrowed to within %gx of the sampled fit's (standardized windows %s to %s)",
+				w, fmtFloats(lmin), fmtFloats(lmax))
+			if !plan.FloorRaised {
+				break
+			}
+		}
 	}
 	U, nodes := plan.U, plan.Nodes
 	gl, err := features.NewGL(fam, U, nodes)
@@ -69,16 +100,20 @@ func (r *run) trainGL(ctx context.Context, eng engine.Engine, p *prepared) (*mod
 	s := gl.NumFeatures()
 	obs(Event{Phase: "sizing", Message: fmt.Sprintf("%d Gauss-Legendre features (nodes per dimension %v, box %s)", s, nodes, fmtFloats(U))})
 	sizing := ""
-	if plan.Adjusted {
+	if plan.Adjusted || centred != "" {
+		notes := plan.Notes
+		if centred != "" {
+			notes = append([]string{centred}, notes...)
+		}
 		sizing = fmt.Sprintf("gl: the lengthscale bounds %g,%g need more than max-features %d Gauss-Legendre features; %s",
-			spec.LengthscaleBounds[0], spec.LengthscaleBounds[1], spec.maxFeatures(), strings.Join(plan.Notes, "; "))
+			spec.LengthscaleBounds[0], spec.LengthscaleBounds[1], spec.maxFeatures(), strings.Join(notes, "; "))
 		obs(Event{Phase: "sizing", Message: sizing})
 	}
 
 	// Step 2: one map-reduce pass for the Gram statistic (digest §2.1, Appendix step 2),
 	// unless a checkpoint carries it.
 	g := r.ck.Gram
-	if r.ck.Phase < phaseStats || g == nil {
+	if g == nil {
 		obs(Event{Phase: "gram", Message: fmt.Sprintf("Gram pass: %d x %d per shard over %d shards", s, s, len(eng.Shards()))})
 		st, err := eng.Reduce(ctx, &GramTask{Features: gl, Transform: p.tf})
 		if err != nil {
@@ -88,8 +123,8 @@ func (r *run) trainGL(ctx context.Context, eng engine.Engine, p *prepared) (*mod
 		if g, ok = st.(*reduce.Gram); !ok {
 			return nil, fmt.Errorf("gl: Gram pass returned %T", st)
 		}
-		if r.ck.Phase < phaseStats {
-			r.ck.Phase, r.ck.GL = phaseStats, &model.GLParams{U: U, NodesPerDim: nodes}
+		if r.ck.GL == nil {
+			r.ck.GL = &model.GLParams{U: U, NodesPerDim: nodes}
 			if int64(s)*int64(s)*8 <= r.hooks.MaxStatsBytes {
 				r.ck.Gram = g
 			}
@@ -101,13 +136,10 @@ func (r *run) trainGL(ctx context.Context, eng engine.Engine, p *prepared) (*mod
 
 	// Step 3: the optimizer loop on the reduced statistics alone (digest §2.3).
 	lik := newGLLikelihood(gl, g)
-	lower, upper := box(spec, d)
+	x0 = append([]float64(nil), x0...)
 	for k := 0; k < d; k++ {
 		lower[k], upper[k] = math.Log(plan.LengthscaleMin[k]), math.Log(plan.LengthscaleMax[k])
-	}
-	x0, err := r.searchStart(ctx, eng, p, fam, lower, upper)
-	if err != nil {
-		return nil, fmt.Errorf("gl: %w", err)
+		x0[k] = clamp(x0[k], lower[k], upper[k])
 	}
 	fit, err := r.optimize(ctx, lik.objective, x0, lower, upper, p, 0)
 	if err != nil {
@@ -124,13 +156,19 @@ func (r *run) trainGL(ctx context.Context, eng engine.Engine, p *prepared) (*mod
 	m.GL = &model.GLParams{U: U, NodesPerDim: nodes}
 	m.Features = f.Predictor()
 	m.Domain = glDomain(plan.Width, lo, hi)
-	if plan.Adjusted {
+	if sizing != "" {
 		m.Sizing = &model.Sizing{LengthscaleMin: plan.LengthscaleMin, LengthscaleMax: plan.LengthscaleMax}
 		m.Warn(model.WarnSizing, "%s", sizing)
 	}
 	r.warnFit(m, p, fit.theta, lower, upper, fit.reason)
 	return m, nil
 }
+
+// glWindows returns the factors, widest first, by which gl's lengthscale window may extend either
+// side of the sampled fit's lengthscales when the whole box would need more than the feature
+// budget. The sampled fit finds the lengthscales to within a small factor; the widest window
+// the budget holds leaves the full-data optimizer the most room.
+func glWindows() []float64 { return []float64{10, 5, 3, 2, 1.5, 1.2, 1} }
 
 // DomainMargin widens the input extent the Gauss-Legendre grid is sized for by this share
 // of itself, so inputs slightly beyond the known ones stay in the model's domain.

@@ -82,7 +82,8 @@ func testMSE(t *testing.T, m *model.Model, te *shard.Table) float64 {
 }
 
 // TestF1GLReachesExactError: on the paper's f1, GL trained through the whole pipeline
-// reaches the exact GP's test error, and RFF with the same number of features does worse.
+// reaches the exact GP's test error and likelihood, and RFF with the same number of features
+// is a worse approximation.
 func TestF1GLReachesExactError(t *testing.T) {
 	tr, te := f1Data(800, 500)
 	spec := DefaultSpec("gl")
@@ -104,8 +105,12 @@ func TestF1GLReachesExactError(t *testing.T) {
 	if relErr(gl.LogLik, ex.LogLik) > 1e-4 {
 		t.Errorf("gl optimum log likelihood %.8g differs from exact %.8g", gl.LogLik, ex.LogLik)
 	}
-	if !(eRFF > eGL*1.05) {
-		t.Errorf("rff with the same number of features (%.5f) is not worse than gl (%.5f)", eRFF, eGL)
+	// With the shared hyperparameter search both feature methods reach the exact GP's basin;
+	// at s = 542 in one dimension RFF's Monte Carlo error then costs about 1% of test MSE (the
+	// former 5% margin measured RFF's weaker start search). RFF stays the worse approximation:
+	// its optimum likelihood is further from the exact GP's, and its test error is not lower.
+	if !(relErr(rf.LogLik, ex.LogLik) > relErr(gl.LogLik, ex.LogLik)) || eRFF < eGL {
+		t.Errorf("rff with the same number of features (MSE %.5f, LML %.8g) is not worse than gl (MSE %.5f, LML %.8g; exact %.8g)", eRFF, rf.LogLik, eGL, gl.LogLik, ex.LogLik)
 	}
 }
 
@@ -136,8 +141,12 @@ func TestF2GLReachesExactError(t *testing.T) {
 	if eGL > eEx*1.05+1e-4 {
 		t.Errorf("gl test MSE %.5f does not reach the exact GP's %.5f", eGL, eEx)
 	}
-	if !(eRFF > eGL*1.05) {
-		t.Errorf("rff with the same number of features (%.5f) is not worse than gl (%.5f)", eRFF, eGL)
+	// With the shared hyperparameter search both feature methods reach the exact GP's basin;
+	// at s = 542 in one dimension RFF's Monte Carlo error then costs about 1% of test MSE (the
+	// former 5% margin measured RFF's weaker start search). RFF stays the worse approximation:
+	// its optimum likelihood is further from the exact GP's, and its test error is not lower.
+	if !(relErr(rf.LogLik, ex.LogLik) > relErr(gl.LogLik, ex.LogLik)) || eRFF < eGL {
+		t.Errorf("rff with the same number of features (MSE %.5f, LML %.8g) is not worse than gl (MSE %.5f, LML %.8g; exact %.8g)", eRFF, rf.LogLik, eGL, gl.LogLik, ex.LogLik)
 	}
 }
 

@@ -67,7 +67,8 @@ func TestEvalAutoReportsChoice(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	if !strings.Contains(out, "chosen by   auto: n = 200 > exact-max-rows 100 and the Gauss-Legendre grid for the bounds 0.1,2 fits max-features 8192 only with a raised lower lengthscale bound") ||
+	def := train.DefaultSpec("auto").LengthscaleBounds
+	if !strings.Contains(out, fmt.Sprintf("chosen by   auto: n = 200 > exact-max-rows 100 and the Gauss-Legendre grid for the bounds %g,%g fits max-features 8192 only with a raised lower lengthscale bound", def[0], def[1])) ||
 		!strings.Contains(out, "method      grief") {
 		t.Errorf("auto with exact-max-rows 100 on d = 2 (the default bounds' grid does not fit): output\n%s", out)
 	}

@@ -4,6 +4,12 @@
 set -e
 cd "$(dirname "$0")/.."
 cores=$(nproc)
+# The references need Debian's numpy, scipy and torch for /usr/bin/python3.
+if ! /usr/bin/python3 -c 'import numpy, scipy, torch' 2>/dev/null; then
+	if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then SUDO=sudo; else SUDO=; fi
+	$SUDO apt-get update -qq
+	$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-numpy python3-scipy python3-torch >/dev/null
+fi
 for t in 1 "$cores"; do
 	echo "== $t thread(s)"
 	go test -run XXX -bench 'SyrkGram/s=/linalg' -benchtime 3x -cpu "$t" ./internal/linalg/ | grep Benchmark

@@ -173,7 +173,16 @@ func (s *Server) jobMessage(id string) (*pb.Job, error) {
 	if err != nil {
 		return nil, status.Error(codes.NotFound, err.Error())
 	}
-	return jobProto(j), nil
+	out := jobProto(j)
+	// The status names the slow workers: the replicated straggler events become warnings.
+	if evs, _, err := s.node.fsm.events(id, 0); err == nil {
+		for _, ev := range evs {
+			if ev.Phase == stragglerPhase {
+				out.Warnings = append(out.Warnings, &pb.Warning{Code: stragglerPhase, Message: ev.Message})
+			}
+		}
+	}
+	return out, nil
 }
 
 // jobProto is the API form of j.

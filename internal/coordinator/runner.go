@@ -409,8 +409,12 @@ func (r *runner) onStraggler(ev remote.Straggler) {
 	} else {
 		msg = fmt.Sprintf("round %d shard %d: slow worker %s finished first after all", ev.Round, ev.Shard, ev.Slow.ID)
 	}
-	r.publish(eventRec{JobID: ev.JobID, State: JobRunning, Phase: "straggler", Message: msg})
+	r.publish(eventRec{JobID: ev.JobID, State: JobRunning, Phase: stragglerPhase, Message: msg})
 }
+
+// stragglerPhase is the phase of the events that name a slow worker, and the code of the
+// job-status warnings made from them.
+const stragglerPhase = "straggler"
 
 // publish queues a progress event, stamped now, for replication.
 func (r *runner) publish(ev eventRec) {

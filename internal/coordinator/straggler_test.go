@@ -72,4 +72,15 @@ func TestHungWorkerJobMatchesLocal(t *testing.T) {
 	if slow == 0 || won == 0 {
 		t.Errorf("events name the hung worker as slow %d times and overtaken %d times; want both", slow, won)
 	}
+	j, err := c.GetJob(testContext(t), &pb.GetJobRequest{Id: "straggling"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := false
+	for _, w := range j.GetWarnings() {
+		named = named || (w.GetCode() == "straggler" && strings.Contains(w.GetMessage(), "worker hung"))
+	}
+	if !named {
+		t.Errorf("the job status does not name the slow worker: warnings %v", j.GetWarnings())
+	}
 }

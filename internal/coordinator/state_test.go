@@ -337,23 +337,28 @@ func TestLogsSurviveLeaderChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	var before []eventRec
-	eventually(t, time.Minute, "optimizer events replicated", func() error {
+	// The leader goes while the job is early in its run (two progress events of the
+	// hyperparameter search or later phases in), so that the new leader must resume it.
+	eventually(t, time.Minute, "progress events replicated", func() error {
 		evs, _, err := leader.node.fsm.events("h", 0)
 		if err != nil {
 			return err
 		}
 		n := 0
 		for _, ev := range evs {
-			if ev.Phase == "optimize" {
+			if ev.Phase != "state" {
 				n++
 			}
 		}
 		if n < 2 {
-			return fmt.Errorf("%d optimizer events", n)
+			return fmt.Errorf("%d progress events", n)
 		}
 		before = evs
 		return nil
 	})
+	if j, err := leader.node.Job("h"); err != nil || j.State != JobRunning {
+		t.Fatalf("the job is not running when its leader goes (%+v, %v): the test needs a longer job", j, err)
+	}
 	oldID := leader.node.ID()
 	if err := leader.close(); err != nil {
 		t.Fatal(err)

@@ -51,38 +51,38 @@ func (s *blobStore) put(hash string, data []byte) error {
 	if fi, err := os.Stat(s.path(hash)); err == nil && fi.Size() == int64(len(data)) {
 		return nil
 	}
-	tmp, err := os.CreateTemp(s.dir, "tmp-*")
-	if err != nil {
-		return fmt.Errorf("write blob %s: %w", hash, err)
-	}
-	_, werr := tmp.Write(data)
-	cerr := tmp.Close()
-	if err := errors.Join(werr, cerr); err != nil {
-		_ = os.Remove(tmp.Name())
-		return fmt.Errorf("write blob %s: %w", hash, err)
-	}
-	if err := os.Rename(tmp.Name(), s.path(hash)); err != nil {
-		_ = os.Remove(tmp.Name())
-		return fmt.Errorf("write blob %s: %w", hash, err)
-	}
-	return nil
+	return s.write(hash, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
 }
 
 // putStream stores the size bytes read from r under hash, checking their sha256.
 func (s *blobStore) putStream(hash string, size int64, r io.Reader) error {
+	return s.write(hash, func(w io.Writer) error {
+		h := sha256.New()
+		n, err := io.Copy(io.MultiWriter(w, h), io.LimitReader(r, size))
+		switch {
+		case err != nil:
+			return err
+		case n != size:
+			return fmt.Errorf("got %d of %d bytes", n, size)
+		case hex.EncodeToString(h.Sum(nil)) != hash:
+			return fmt.Errorf("sha256 mismatch")
+		}
+		return nil
+	})
+}
+
+// write stores what fill writes under hash through a temporary file and a rename, so a
+// blob is either whole or absent; on any error the temporary file is removed.
+func (s *blobStore) write(hash string, fill func(io.Writer) error) error {
 	tmp, err := os.CreateTemp(s.dir, "tmp-*")
 	if err != nil {
 		return fmt.Errorf("write blob %s: %w", hash, err)
 	}
-	h := sha256.New()
-	n, werr := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(r, size))
-	cerr := tmp.Close()
-	if err := errors.Join(werr, cerr); err == nil && n != size {
-		werr = fmt.Errorf("got %d of %d bytes", n, size)
-	} else if err == nil && hex.EncodeToString(h.Sum(nil)) != hash {
-		werr = fmt.Errorf("sha256 mismatch")
-	}
-	if err := errors.Join(werr, cerr); err != nil {
+	ferr := fill(tmp)
+	if err := errors.Join(ferr, tmp.Close()); err != nil {
 		_ = os.Remove(tmp.Name())
 		return fmt.Errorf("write blob %s: %w", hash, err)
 	}

@@ -145,6 +145,26 @@ type upload struct {
 	size   int64
 }
 
+// finishUpload ends e's upload id, which must be in progress, and returns its bytes once
+// they match the announced chunk count, size and sha256; whatever the outcome, the upload is
+// over. what names the command in errors.
+func (e *jobEntry) finishUpload(what string, id uint64, chunks int, size int64, sha string) ([]byte, error) {
+	u := e.upload
+	if u == nil || u.id != id {
+		return nil, fmt.Errorf("%s: upload %d is not in progress: %w", what, id, ErrModelUpload)
+	}
+	e.upload = nil
+	if len(u.chunks) != chunks || u.size != size {
+		return nil, fmt.Errorf("%s: have %d chunks, %d bytes, want %d chunks, %d bytes: %w",
+			what, len(u.chunks), u.size, chunks, size, ErrModelUpload)
+	}
+	data := u.bytes()
+	if sum := blobHash(data); sum != sha {
+		return nil, fmt.Errorf("%s: sha256 %s, want %s: %w", what, sum, sha, ErrModelUpload)
+	}
+	return data, nil
+}
+
 // bytes returns the upload's chunks joined.
 func (u *upload) bytes() []byte {
 	out := make([]byte, 0, u.size)
@@ -271,18 +291,9 @@ func (s *state) checkpoint(c checkpointCmd) error {
 	data := c.Checkpoint
 	if c.Upload != 0 {
 		// The bytes came as chunks: check them like a model's.
-		u := e.upload
-		if u == nil || u.id != c.Upload {
-			return fmt.Errorf("checkpoint of job %q: upload %d is not in progress: %w", c.ID, c.Upload, ErrModelUpload)
-		}
-		e.upload = nil
-		if len(u.chunks) != c.Chunks || u.size != c.Size {
-			return fmt.Errorf("checkpoint of job %q: have %d chunks, %d bytes, want %d chunks, %d bytes: %w",
-				c.ID, len(u.chunks), u.size, c.Chunks, c.Size, ErrModelUpload)
-		}
-		data = u.bytes()
-		if sum := blobHash(data); sum != c.SHA256 {
-			return fmt.Errorf("checkpoint of job %q: sha256 %s, want %s: %w", c.ID, sum, c.SHA256, ErrModelUpload)
+		var err error
+		if data, err = e.finishUpload(fmt.Sprintf("checkpoint of job %q", c.ID), c.Upload, c.Chunks, c.Size, c.SHA256); err != nil {
+			return err
 		}
 	}
 	// One live checkpoint per job: the new one replaces the old (referenced first, so equal
@@ -344,23 +355,13 @@ func (s *state) modelCommit(c modelCommitCmd) error {
 	if e.job.State != JobRunning {
 		return fmt.Errorf("model commit for job %q (%s): %w", c.ID, e.job.State, ErrJobNotRunning)
 	}
-	u := e.upload
-	if u == nil || u.id != c.Upload {
-		return fmt.Errorf("model commit for job %q: upload %d is not in progress: %w", c.ID, c.Upload, ErrModelUpload)
-	}
-	// Whatever the outcome, this upload is over.
-	e.upload = nil
-	if len(u.chunks) != c.Chunks || u.size != c.Size {
-		return fmt.Errorf("model commit for job %q: have %d chunks, %d bytes, want %d chunks, %d bytes: %w",
-			c.ID, len(u.chunks), u.size, c.Chunks, c.Size, ErrModelUpload)
-	}
-	data := u.bytes()
-	if sum := blobHash(data); sum != c.SHA256 {
-		return fmt.Errorf("model commit for job %q: sha256 %s, want %s: %w", c.ID, sum, c.SHA256, ErrModelUpload)
+	data, err := e.finishUpload(fmt.Sprintf("model commit for job %q", c.ID), c.Upload, c.Chunks, c.Size, c.SHA256)
+	if err != nil {
+		return err
 	}
 	s.ref(c.SHA256, data)
 	s.unref(e.job.ModelHash)
-	e.job.ModelSize = u.size
+	e.job.ModelSize = int64(len(data))
 	e.job.ModelHash = c.SHA256
 	e.job.Metrics = c.Metrics
 	e.job.UpdatedAt = c.Time

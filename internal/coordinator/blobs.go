@@ -105,15 +105,6 @@ func (s *blobStore) get(hash string, size int64) ([]byte, error) {
 	return b, nil
 }
 
-// open opens blob hash for reading.
-func (s *blobStore) open(hash string) (*os.File, error) {
-	f, err := os.Open(s.path(hash))
-	if err != nil {
-		return nil, fmt.Errorf("open blob %s: %w", hash, err)
-	}
-	return f, nil
-}
-
 // remove deletes blob hash; a missing blob is not an error.
 func (s *blobStore) remove(hash string) error {
 	if err := os.Remove(s.path(hash)); err != nil && !errors.Is(err, os.ErrNotExist) {

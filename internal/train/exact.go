@@ -85,15 +85,6 @@ func (e *exactProblem) objective(theta, grad []float64) (float64, error) {
 	return -ex.LogMarginalLikelihood(), nil
 }
 
-// value is the negative log marginal likelihood alone.
-func (e *exactProblem) value(theta []float64) (float64, error) {
-	ex, err := e.build(theta)
-	if err != nil {
-		return math.Inf(1), nil
-	}
-	return -ex.LogMarginalLikelihood(), nil
-}
-
 // RowsTask returns a shard's rows standardized, for methods that need all rows in one place.
 type RowsTask struct {
 	Transform shard.Transform

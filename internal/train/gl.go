@@ -231,15 +231,6 @@ func (l *glLikelihood) eval(theta []float64, grad bool) (*solver.FeatureFit, err
 	return solver.FitFeatures(l.g, l.logh, math.Exp(theta[d]), math.Exp(theta[d+1]), grad)
 }
 
-// value is the negative log marginal likelihood alone: one Cholesky, no inverse diagonal.
-func (l *glLikelihood) value(theta []float64) (float64, error) {
-	f, err := l.eval(theta, false)
-	if err != nil {
-		return 0, err
-	}
-	return -f.LML, nil
-}
-
 // objective is the negative log marginal likelihood and its gradient in theta.
 func (l *glLikelihood) objective(theta, grad []float64) (float64, error) {
 	d, s := l.gl.Dim(), l.gl.NumFeatures()

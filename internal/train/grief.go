@@ -62,8 +62,6 @@ import (
 )
 
 const (
-	// griefInitRows is the size of the random subsample the exact GP initialises theta on.
-	griefInitRows = 1000
 	// griefRelEig drops eigenvalues of A below this fraction of the largest (digest §3:
 	// forming A squares Phi's condition number, so smaller ones are rounding noise).
 	griefRelEig = 1e-12

@@ -98,15 +98,6 @@ func (l *rffLikelihood) eval(theta []float64, grad bool) (*solver.FeatureFit, *r
 	return f, sum, err
 }
 
-// value is the negative log marginal likelihood from a pass without derivative statistics.
-func (l *rffLikelihood) value(theta []float64) (float64, error) {
-	f, _, err := l.eval(theta, false)
-	if err != nil {
-		return 0, err
-	}
-	return -f.LML, nil
-}
-
 func (l *rffLikelihood) objective(theta, grad []float64) (float64, error) {
 	d := l.rff.D
 	f, sum, err := l.eval(theta, true)

@@ -8,7 +8,7 @@ import (
 
 // BenchmarkScaledBlock forms an m x n kernel block for d = 8 and reports ns per entry (wall
 // time, all goroutines); compare with torch.cdist + exp in the same run (README, "Compute
-// core"). "direct" is the per-pair loop train.KernelOp used before (differences, math.Exp).
+// core"). "direct" is the per-pair loop train.KernelOp (now tasks.KernelOp) used before (differences, math.Exp).
 func BenchmarkScaledBlock(b *testing.B) {
 	const m, n, d = 1024, 8192, 8
 	rng := rand.New(rand.NewPCG(1, 1))

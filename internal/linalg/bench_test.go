@@ -14,7 +14,7 @@ import (
 // "Compute core"). They are not part of CI.
 
 // BenchmarkSyrkGram is the Gram accumulation G += Z^T Z over n = 20000 rows in blocks of 256
-// rows (as train.GramTask does); flops counted as n s^2 (the upper triangle's multiply-adds).
+// rows (as tasks.GramTask does); flops counted as n s^2 (the upper triangle's multiply-adds).
 func BenchmarkSyrkGram(b *testing.B) {
 	const n, block = 20000, 256
 	for _, s := range []int{256, 1024} {
@@ -80,7 +80,7 @@ func BenchmarkPotrf(b *testing.B) {
 }
 
 // BenchmarkGemmKV is the CG product of a cached kernel block with a few vectors,
-// C (rows x k) = K_block (rows x n) V^T with V^T k x n (train.KernelTask's shape).
+// C (rows x k) = K_block (rows x n) V^T with V^T k x n (tasks.KernelTask's shape).
 func BenchmarkGemmKV(b *testing.B) {
 	const rows, n, k = 256, 4096, 11
 	rng := rand.New(rand.NewPCG(1, 1))

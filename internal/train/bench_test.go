@@ -14,26 +14,27 @@ import (
 	"github.com/gpreduce/gpreduce/internal/kernel"
 	"github.com/gpreduce/gpreduce/internal/reduce"
 	"github.com/gpreduce/gpreduce/internal/shard"
+	"github.com/gpreduce/gpreduce/internal/tasks"
 )
 
 // BenchmarkSyrk times the symmetric rank-k update G += Z^T Z alone on one row block
-// (gramBlockRows x s), the kernel of the Gram pass; GFLOP/s counts rows * s^2 flops (the
+// (tasks.GramBlockRows x s), the kernel of the Gram pass; GFLOP/s counts rows * s^2 flops (the
 // upper triangle's s(s+1)/2 multiply-adds per row).
 func BenchmarkSyrk(b *testing.B) {
 	for _, s := range []int{256, 1024} {
 		b.Run(fmt.Sprintf("s=%d", s), func(b *testing.B) {
-			z := make([]float64, gramBlockRows*s)
+			z := make([]float64, tasks.GramBlockRows*s)
 			for i := range z {
 				z[i] = math.Sin(float64(i))
 			}
 			g := make([]float64, s*s)
-			Z := blas64.General{Rows: gramBlockRows, Cols: s, Stride: s, Data: z}
+			Z := blas64.General{Rows: tasks.GramBlockRows, Cols: s, Stride: s, Data: z}
 			G := blas64.Symmetric{Uplo: blas.Upper, N: s, Stride: s, Data: g}
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				blas64.Syrk(blas.Trans, 1, Z, 1, G)
 			}
-			flops := float64(b.N) * gramBlockRows * float64(s) * float64(s+1)
+			flops := float64(b.N) * tasks.GramBlockRows * float64(s) * float64(s+1)
 			b.ReportMetric(flops/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 		})
 	}
@@ -92,7 +93,7 @@ func BenchmarkGLIteration(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			st, err := eng.Reduce(context.Background(), &GramTask{Features: gl, Transform: p.tf})
+			st, err := eng.Reduce(context.Background(), &tasks.GramTask{Features: gl, Transform: p.tf})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -109,7 +110,7 @@ func BenchmarkGLIteration(b *testing.B) {
 	}
 }
 
-func benchGL(b *testing.B, tab *shard.Table, nodes int) (*features.GL, *GramTask) {
+func benchGL(b *testing.B, tab *shard.Table, nodes int) (*features.GL, *tasks.GramTask) {
 	b.Helper()
 	U := make([]float64, tab.D)
 	np := make([]int, tab.D)
@@ -131,5 +132,5 @@ func benchGL(b *testing.B, tab *shard.Table, nodes int) (*features.GL, *GramTask
 	if err != nil {
 		b.Fatal(err)
 	}
-	return gl, &GramTask{Features: gl, Transform: tf}
+	return gl, &tasks.GramTask{Features: gl, Transform: tf}
 }

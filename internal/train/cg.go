@@ -56,6 +56,7 @@ import (
 	"github.com/gpreduce/gpreduce/internal/optimizer"
 	"github.com/gpreduce/gpreduce/internal/reduce"
 	"github.com/gpreduce/gpreduce/internal/solver"
+	"github.com/gpreduce/gpreduce/internal/tasks"
 )
 
 const (
@@ -166,7 +167,7 @@ type cgProblem struct {
 
 // gatherRows collects the standardized rows in shard order and each shard's first row.
 func gatherRows(ctx context.Context, eng engine.Engine, p *prepared) (x, y []float64, offsets []int, err error) {
-	parts, err := eng.Gather(ctx, &RowsTask{Transform: p.tf})
+	parts, err := eng.Gather(ctx, &tasks.RowsTask{Transform: p.tf})
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("gather rows: %w", err)
 	}
@@ -201,7 +202,7 @@ func newCGProblem(ctx context.Context, eng engine.Engine, p *prepared, fam kerne
 // operator returns K_hat at log-hyperparameters theta as a distributed operator.
 func (c *cgProblem) operator(theta []float64) (*kernelOperator, model.Hyper) {
 	h := hyperOf(theta, c.d)
-	op := &KernelOp{Kernel: kernel.Kernel{Family: c.fam, Lengthscales: h.Lengthscales, SignalVariance: h.SignalVariance}, X: c.x, Offsets: c.offsets}
+	op := &tasks.KernelOp{Kernel: kernel.Kernel{Family: c.fam, Lengthscales: h.Lengthscales, SignalVariance: h.SignalVariance}, X: c.x, Offsets: c.offsets}
 	return &kernelOperator{ctx: c.ctx, eng: c.eng, op: op, noise: h.NoiseVariance}, h
 }
 

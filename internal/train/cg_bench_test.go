@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpreduce/gpreduce/internal/kernel"
 	"github.com/gpreduce/gpreduce/internal/shard"
+	"github.com/gpreduce/gpreduce/internal/tasks"
 )
 
 // BenchmarkCGIteration times one batched CG iteration's product K_hat V (11 columns: 10
@@ -34,7 +35,7 @@ func BenchmarkCGIteration(b *testing.B) {
 						offsets = append(offsets, offsets[len(offsets)-1]+t.N())
 					}
 					_ = refs
-					op := &KernelOp{Kernel: kernel.Kernel{Family: kernel.RBF, Lengthscales: []float64{1, 1, 1, 1, 1, 1, 1, 1}, SignalVariance: 1}, X: tab.X, Offsets: offsets}
+					op := &tasks.KernelOp{Kernel: kernel.Kernel{Family: kernel.RBF, Lengthscales: []float64{1, 1, 1, 1, 1, 1, 1, 1}, SignalVariance: 1}, X: tab.X, Offsets: offsets}
 					if !cached {
 						op.CacheBytes = -1
 					}

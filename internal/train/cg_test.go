@@ -14,10 +14,11 @@ import (
 	"github.com/gpreduce/gpreduce/internal/reduce"
 	"github.com/gpreduce/gpreduce/internal/shard"
 	"github.com/gpreduce/gpreduce/internal/solver"
+	"github.com/gpreduce/gpreduce/internal/tasks"
 )
 
-// kernelFixture is a KernelOp over synthetic standardized rows split into shards.
-func kernelFixture(t *testing.T, n, d, shards int, cache int64) (*KernelOp, []shard.Ref, []*shard.Table) {
+// kernelFixture is a tasks.KernelOp over synthetic standardized rows split into shards.
+func kernelFixture(t *testing.T, n, d, shards int, cache int64) (*tasks.KernelOp, []shard.Ref, []*shard.Table) {
 	t.Helper()
 	tab := synthTable(n, d, 11)
 	refs, tabs := shard.PartitionCount(tab, shards)
@@ -25,7 +26,7 @@ func kernelFixture(t *testing.T, n, d, shards int, cache int64) (*KernelOp, []sh
 	for _, tb := range tabs {
 		offsets = append(offsets, offsets[len(offsets)-1]+tb.N())
 	}
-	op := &KernelOp{Kernel: kernel.Kernel{Family: kernel.Matern52, Lengthscales: []float64{0.7, 1.3, 0.4}[:d], SignalVariance: 1.7}, X: tab.X, Offsets: offsets, CacheBytes: cache}
+	op := &tasks.KernelOp{Kernel: kernel.Kernel{Family: kernel.Matern52, Lengthscales: []float64{0.7, 1.3, 0.4}[:d], SignalVariance: 1.7}, X: tab.X, Offsets: offsets, CacheBytes: cache}
 	if err := op.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +34,7 @@ func kernelFixture(t *testing.T, n, d, shards int, cache int64) (*KernelOp, []sh
 }
 
 // runKernelTask runs a task on every shard and merges in shard order.
-func runKernelTask(t *testing.T, task *KernelTask, refs []shard.Ref, tabs []*shard.Table) reduce.Stats {
+func runKernelTask(t *testing.T, task *tasks.KernelTask, refs []shard.Ref, tabs []*shard.Table) reduce.Stats {
 	t.Helper()
 	var acc reduce.Stats
 	for i := range refs {
@@ -77,13 +78,13 @@ func TestKernelTaskMatchesDense(t *testing.T) {
 	cases := []struct {
 		name  string
 		cache int64
-		task  *KernelTask
+		task  *tasks.KernelTask
 		want  []float64
 	}{
-		{"mvm cached", 0, &KernelTask{Kind: KernelMVM, K: k, V: V}, denseMul(K, n, n, V, k, nil)},
-		{"mvm on the fly", -1, &KernelTask{Kind: KernelMVM, K: k, V: V}, denseMul(K, n, n, V, k, nil)},
-		{"mvm columns", 0, &KernelTask{Kind: KernelMVM, K: 2, V: V[:len(idx)*2], Idx: idx}, denseMul(K, n, n, V[:len(idx)*2], 2, idx)},
-		{"cols", 0, &KernelTask{Kind: KernelCols, Idx: idx}, func() []float64 {
+		{"mvm cached", 0, &tasks.KernelTask{Kind: tasks.KernelMVM, K: k, V: V}, denseMul(K, n, n, V, k, nil)},
+		{"mvm on the fly", -1, &tasks.KernelTask{Kind: tasks.KernelMVM, K: k, V: V}, denseMul(K, n, n, V, k, nil)},
+		{"mvm columns", 0, &tasks.KernelTask{Kind: tasks.KernelMVM, K: 2, V: V[:len(idx)*2], Idx: idx}, denseMul(K, n, n, V[:len(idx)*2], 2, idx)},
+		{"cols", 0, &tasks.KernelTask{Kind: tasks.KernelCols, Idx: idx}, func() []float64 {
 			out := make([]float64, n*len(idx))
 			for i := 0; i < n; i++ {
 				for c, p := range idx {
@@ -92,7 +93,7 @@ func TestKernelTaskMatchesDense(t *testing.T) {
 			}
 			return out
 		}()},
-		{"quad", 0, &KernelTask{Kind: KernelQuad, K: k, A: V, B: W}, func() []float64 {
+		{"quad", 0, &tasks.KernelTask{Kind: tasks.KernelQuad, K: k, A: V, B: W}, func() []float64 {
 			out := make([]float64, k*(d+1))
 			for c := 0; c < k; c++ {
 				for j := 0; j <= d; j++ {
@@ -136,8 +137,8 @@ func TestKernelTaskMatchesDense(t *testing.T) {
 	// Cached and on-the-fly products are the same bits.
 	a, refs, tabs := kernelFixture(t, n, d, 4, 0)
 	b, _, _ := kernelFixture(t, n, d, 4, -1)
-	x := runKernelTask(t, &KernelTask{Op: a, Kind: KernelMVM, K: k, V: V}, refs, tabs).(*reduce.Rows).X
-	y := runKernelTask(t, &KernelTask{Op: b, Kind: KernelMVM, K: k, V: V}, refs, tabs).(*reduce.Rows).X
+	x := runKernelTask(t, &tasks.KernelTask{Op: a, Kind: tasks.KernelMVM, K: k, V: V}, refs, tabs).(*reduce.Rows).X
+	y := runKernelTask(t, &tasks.KernelTask{Op: b, Kind: tasks.KernelMVM, K: k, V: V}, refs, tabs).(*reduce.Rows).X
 	for i := range x {
 		if math.Float64bits(x[i]) != math.Float64bits(y[i]) {
 			t.Fatalf("cached and uncached products differ at %d: %v vs %v", i, x[i], y[i])
@@ -169,13 +170,13 @@ func denseMul(K []float64, n, m int, V []float64, k int, idx []int) []float64 {
 
 func TestKernelTaskRejectsBadShapes(t *testing.T) {
 	op, refs, tabs := kernelFixture(t, 50, 2, 2, 0)
-	bad := []*KernelTask{
-		{Op: op, Kind: KernelMVM, K: 2, V: make([]float64, 99)},
-		{Op: op, Kind: KernelMVM, K: 1, V: make([]float64, 2), Idx: []int{0, 50}},
-		{Op: op, Kind: KernelQuad, K: 1, A: make([]float64, 50), B: make([]float64, 49)},
-		{Op: op, Kind: KernelCols},
+	bad := []*tasks.KernelTask{
+		{Op: op, Kind: tasks.KernelMVM, K: 2, V: make([]float64, 99)},
+		{Op: op, Kind: tasks.KernelMVM, K: 1, V: make([]float64, 2), Idx: []int{0, 50}},
+		{Op: op, Kind: tasks.KernelQuad, K: 1, A: make([]float64, 50), B: make([]float64, 49)},
+		{Op: op, Kind: tasks.KernelCols},
 		{Op: op, Kind: 9},
-		{Kind: KernelMVM},
+		{Kind: tasks.KernelMVM},
 	}
 	for i, task := range bad {
 		if _, err := task.Map(context.Background(), refs[0], tabs[0]); err == nil {
@@ -183,10 +184,10 @@ func TestKernelTaskRejectsBadShapes(t *testing.T) {
 		}
 	}
 	// A shard whose row count disagrees with the offsets is refused.
-	if _, err := (&KernelTask{Op: op, Kind: KernelCols, Idx: []int{0}}).Map(context.Background(), refs[0], tabs[1]); err == nil && tabs[0].N() != tabs[1].N() {
+	if _, err := (&tasks.KernelTask{Op: op, Kind: tasks.KernelCols, Idx: []int{0}}).Map(context.Background(), refs[0], tabs[1]); err == nil && tabs[0].N() != tabs[1].N() {
 		t.Error("mismatched shard accepted")
 	}
-	if _, err := (&KernelTask{Op: op, Kind: KernelCols, Idx: []int{0}}).Map(context.Background(), shard.Ref{Index: 5}, tabs[0]); err == nil {
+	if _, err := (&tasks.KernelTask{Op: op, Kind: tasks.KernelCols, Idx: []int{0}}).Map(context.Background(), shard.Ref{Index: 5}, tabs[0]); err == nil {
 		t.Error("shard index out of range accepted")
 	}
 }
@@ -429,7 +430,7 @@ func TestKMCGFullRankEqualsExact(t *testing.T) {
 	tab := synthTable(n, d, 8)
 	kern := kernel.Kernel{Family: kernel.Matern32, Lengthscales: []float64{0.4, 0.6}, SignalVariance: 1.3}
 	s2 := 0.05
-	op := &KernelOp{Kernel: kern, X: tab.X, Offsets: []int{0, n}}
+	op := &tasks.KernelOp{Kernel: kern, X: tab.X, Offsets: []int{0, n}}
 	S, Z, P, err := solver.ReorthCG(&localKernel{ctx: context.Background(), op: op}, tab.Y, n, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -485,7 +486,7 @@ func TestKMCGSubsetEqualsDTC(t *testing.T) {
 		copy(xm[i*d:(i+1)*d], X[j*d:(j+1)*d])
 		ym[i] = y[j]
 	}
-	local := &localKernel{ctx: context.Background(), op: &KernelOp{Kernel: kern, X: xm, Offsets: []int{0, M}}}
+	local := &localKernel{ctx: context.Background(), op: &tasks.KernelOp{Kernel: kern, X: xm, Offsets: []int{0, M}}}
 	S, Z, P, err := solver.ReorthCG(local, ym, M, 1e-14)
 	if err != nil {
 		t.Fatal(err)
@@ -609,7 +610,7 @@ func TestKernelQuadAllFamilies(t *testing.T) {
 	for _, fam := range []kernel.Family{kernel.RBF, kernel.Matern12, kernel.Matern32, kernel.Matern52} {
 		op, refs, tabs := kernelFixture(t, n, d, 3, 0)
 		op.Kernel.Family = fam
-		got := runKernelTask(t, &KernelTask{Op: op, Kind: KernelQuad, K: k, A: A, B: B}, refs, tabs).(*reduce.Sum).Parts[0]
+		got := runKernelTask(t, &tasks.KernelTask{Op: op, Kind: tasks.KernelQuad, K: k, A: A, B: B}, refs, tabs).(*reduce.Sum).Parts[0]
 		g := make([]float64, d+1)
 		for c := 0; c < k; c++ {
 			want := make([]float64, d+1)

@@ -14,8 +14,8 @@ import (
 	"github.com/gpreduce/gpreduce/internal/kernel"
 	"github.com/gpreduce/gpreduce/internal/model"
 	"github.com/gpreduce/gpreduce/internal/reduce"
-	"github.com/gpreduce/gpreduce/internal/shard"
 	"github.com/gpreduce/gpreduce/internal/solver"
+	"github.com/gpreduce/gpreduce/internal/tasks"
 )
 
 func (r *run) trainExact(ctx context.Context, eng engine.Engine, p *prepared) (*model.Model, error) {
@@ -30,7 +30,7 @@ func (r *run) trainExact(ctx context.Context, eng engine.Engine, p *prepared) (*
 	fam, _ := kernel.ParseFamily(spec.Kernel)
 	d := p.d
 	obs(Event{Phase: "gather", Message: fmt.Sprintf("gathering %d rows", p.n)})
-	st, err := eng.Reduce(ctx, &RowsTask{Transform: p.tf})
+	st, err := eng.Reduce(ctx, &tasks.RowsTask{Transform: p.tf})
 	if err != nil {
 		return nil, fmt.Errorf("exact: gather rows: %w", err)
 	}
@@ -83,19 +83,4 @@ func (e *exactProblem) objective(theta, grad []float64) (float64, error) {
 		grad[i] = -g
 	}
 	return -ex.LogMarginalLikelihood(), nil
-}
-
-// RowsTask returns a shard's rows standardized, for methods that need all rows in one place.
-type RowsTask struct {
-	Transform shard.Transform
-}
-
-// Map standardizes the shard's rows.
-func (t *RowsTask) Map(_ context.Context, _ shard.Ref, tab *shard.Table) (reduce.Stats, error) {
-	r := &reduce.Rows{D: tab.D, X: make([]float64, len(tab.X)), Y: make([]float64, tab.N())}
-	for i := 0; i < tab.N(); i++ {
-		t.Transform.ApplyRow(tab.Row(i), r.X[i*tab.D:(i+1)*tab.D])
-		r.Y[i] = t.Transform.Y(tab.Y[i])
-	}
-	return r, nil
 }

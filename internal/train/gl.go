@@ -13,17 +13,13 @@ import (
 	"math"
 	"strings"
 
-	"gonum.org/v1/gonum/blas"
-	"gonum.org/v1/gonum/blas/blas64"
-
 	"github.com/gpreduce/gpreduce/internal/engine"
 	"github.com/gpreduce/gpreduce/internal/features"
 	"github.com/gpreduce/gpreduce/internal/kernel"
-	"github.com/gpreduce/gpreduce/internal/linalg"
 	"github.com/gpreduce/gpreduce/internal/model"
 	"github.com/gpreduce/gpreduce/internal/reduce"
-	"github.com/gpreduce/gpreduce/internal/shard"
 	"github.com/gpreduce/gpreduce/internal/solver"
+	"github.com/gpreduce/gpreduce/internal/tasks"
 )
 
 func (r *run) trainGL(ctx context.Context, eng engine.Engine, p *prepared) (*model.Model, error) {
@@ -115,7 +111,7 @@ func (r *run) trainGL(ctx context.Context, eng engine.Engine, p *prepared) (*mod
 	g := r.ck.Gram
 	if g == nil {
 		obs(Event{Phase: "gram", Message: fmt.Sprintf("Gram pass: %d x %d per shard over %d shards", s, s, len(eng.Shards()))})
-		st, err := eng.Reduce(ctx, &GramTask{Features: gl, Transform: p.tf})
+		st, err := eng.Reduce(ctx, &tasks.GramTask{Features: gl, Transform: p.tf})
 		if err != nil {
 			return nil, fmt.Errorf("gl: Gram pass: %w", err)
 		}
@@ -248,52 +244,6 @@ func (l *glLikelihood) objective(theta, grad []float64) (float64, error) {
 	grad[d] = -f.GradLogSF2
 	grad[d+1] = -f.GradLogSN2
 	return -f.LML, nil
-}
-
-// FeatureMap maps a block of standardized rows to features.
-type FeatureMap interface {
-	NumFeatures() int
-	MapBlock(x []float64, rows int, dst []float64)
-}
-
-// gramBlockRows is the fixed row block of the Gram accumulation: the features of this many
-// rows are formed at once and folded into G by one symmetric rank-k update. It is a constant
-// so that the summation order, and so the bits, never depend on anything but the shard.
-const gramBlockRows = 256
-
-// GramTask is the map step of the feature methods: for one shard it standardizes each row,
-// forms its features block by block and returns G = Z^T Z (upper triangle, by BLAS Syrk over
-// row blocks), b = Z^T y, y^T y and n. Z is never stored beyond one block.
-type GramTask struct {
-	Features  FeatureMap
-	Transform shard.Transform
-}
-
-// Map computes the shard's Gram statistic.
-func (t *GramTask) Map(ctx context.Context, _ shard.Ref, tab *shard.Table) (reduce.Stats, error) {
-	s, d := t.Features.NumFeatures(), tab.D
-	g := reduce.NewGram(s)
-	x := make([]float64, gramBlockRows*d)
-	y := make([]float64, gramBlockRows)
-	z := make([]float64, gramBlockRows*s)
-	G := blas64.Symmetric{Uplo: blas.Upper, N: s, Stride: s, Data: g.G}
-	for lo := 0; lo < tab.N(); lo += gramBlockRows {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		rows := min(gramBlockRows, tab.N()-lo)
-		for i := 0; i < rows; i++ {
-			t.Transform.ApplyRow(tab.Row(lo+i), x[i*d:(i+1)*d])
-			y[i] = t.Transform.Y(tab.Y[lo+i])
-			g.YY += y[i] * y[i]
-		}
-		t.Features.MapBlock(x[:rows*d], rows, z)
-		Z := blas64.General{Rows: rows, Cols: s, Stride: s, Data: z[:rows*s]}
-		linalg.Syrk(blas.Trans, 1, Z, 1, G)
-		blas64.Gemv(blas.Trans, 1, Z, blas64.Vector{N: rows, Inc: 1, Data: y[:rows]}, 1, blas64.Vector{N: s, Inc: 1, Data: g.B})
-	}
-	g.N = tab.N()
-	return g, nil
 }
 
 func fmtFloats(v []float64) string {

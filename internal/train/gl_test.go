@@ -13,6 +13,7 @@ import (
 	"github.com/gpreduce/gpreduce/internal/kernel"
 	"github.com/gpreduce/gpreduce/internal/reduce"
 	"github.com/gpreduce/gpreduce/internal/solver"
+	"github.com/gpreduce/gpreduce/internal/tasks"
 )
 
 // thetaAt packs lengthscales near l (distinct per dimension, to exercise ARD), a signal and
@@ -60,7 +61,7 @@ func glLik(t *testing.T, eng engine.Engine, ref *reference, U []float64, nodes i
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := eng.Reduce(context.Background(), &GramTask{Features: gl, Transform: ref.p.tf})
+	st, err := eng.Reduce(context.Background(), &tasks.GramTask{Features: gl, Transform: ref.p.tf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +238,7 @@ func TestGLObjectiveGradientMatchesFiniteDifferences(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		st, err := eng.Reduce(context.Background(), &GramTask{Features: gl, Transform: ref.p.tf})
+		st, err := eng.Reduce(context.Background(), &tasks.GramTask{Features: gl, Transform: ref.p.tf})
 		if err != nil {
 			t.Fatal(err)
 		}

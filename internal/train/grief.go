@@ -20,7 +20,7 @@ package train
 //     variance, and the initial noise sigma0^2. theta stays fixed from here on;
 //  4. the map: features.NewGRIEF (Algorithm 1 picks the p largest product eigenvalues once,
 //     here, so every worker uses the same selection; digest pitfall 4);
-//  5. one Gram pass (GramTask with the GRIEF map): A, r, y^T y, n;
+//  5. one Gram pass (tasks.GramTask with the GRIEF map): A, r, y^T y, n;
 //  6. the transformed basis: A = V D V^T, kept where D_i > 1e-12 max D (a relative threshold,
 //     digest §3), Sigma~ = D^(1/2), r~ = Sigma~^-1 V~^T r;
 //  7. type II: box-constrained L-BFGS over (log w~, log s2), or type I: MALA over the same
@@ -59,6 +59,7 @@ import (
 	"github.com/gpreduce/gpreduce/internal/optimizer"
 	"github.com/gpreduce/gpreduce/internal/reduce"
 	"github.com/gpreduce/gpreduce/internal/shard"
+	"github.com/gpreduce/gpreduce/internal/tasks"
 )
 
 const (
@@ -188,7 +189,7 @@ func (r *run) trainGRIEF(ctx context.Context, eng engine.Engine, p *prepared) (*
 
 // griefGram runs one Gram pass with the GRIEF map g: A = Phi^T Phi, r = Phi^T y, y^T y, n.
 func griefGram(ctx context.Context, eng engine.Engine, g *features.GRIEF, tf shard.Transform) (*reduce.Gram, error) {
-	st, err := eng.Reduce(ctx, &GramTask{Features: g, Transform: tf})
+	st, err := eng.Reduce(ctx, &tasks.GramTask{Features: g, Transform: tf})
 	if err != nil {
 		return nil, fmt.Errorf("Gram pass: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/gpreduce/gpreduce/internal/features"
 	"github.com/gpreduce/gpreduce/internal/kernel"
 	"github.com/gpreduce/gpreduce/internal/reduce"
+	"github.com/gpreduce/gpreduce/internal/tasks"
 )
 
 // BenchmarkGRIEFIteration times one O(p) log-likelihood-and-gradient evaluation in the
@@ -35,7 +36,7 @@ func BenchmarkGRIEFIteration(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				st, err := eng.Reduce(context.Background(), &GramTask{Features: g, Transform: ref.p.tf})
+				st, err := eng.Reduce(context.Background(), &tasks.GramTask{Features: g, Transform: ref.p.tf})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -16,6 +16,7 @@ import (
 	"github.com/gpreduce/gpreduce/internal/model"
 	"github.com/gpreduce/gpreduce/internal/reduce"
 	"github.com/gpreduce/gpreduce/internal/shard"
+	"github.com/gpreduce/gpreduce/internal/tasks"
 )
 
 // griefFixture is a GRIEF map with p = m on a small grid over synthetic data, its Gram
@@ -61,7 +62,7 @@ func newGRIEFFixture(t testing.TB, n, d, mbar int, seed uint64) *griefFixture {
 	if g.NumFeatures() != m {
 		t.Fatalf("%d features, want p = m = %d", g.NumFeatures(), m)
 	}
-	st, err := eng.Reduce(ctx, &GramTask{Features: g, Transform: ref.p.tf})
+	st, err := eng.Reduce(ctx, &tasks.GramTask{Features: g, Transform: ref.p.tf})
 	if err != nil {
 		t.Fatal(err)
 	}

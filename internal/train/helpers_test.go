@@ -11,6 +11,7 @@ import (
 	"github.com/gpreduce/gpreduce/internal/reduce"
 	"github.com/gpreduce/gpreduce/internal/shard"
 	"github.com/gpreduce/gpreduce/internal/solver"
+	"github.com/gpreduce/gpreduce/internal/tasks"
 )
 
 // synthTable draws n rows uniformly on [-1, 1]^d with y = sum_k sin(3 x_k) + 0.1 eps.
@@ -52,7 +53,7 @@ func newReference(t testing.TB, eng engine.Engine, fam kernel.Family) *reference
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := eng.Reduce(ctx, &RowsTask{Transform: p.tf})
+	st, err := eng.Reduce(ctx, &tasks.RowsTask{Transform: p.tf})
 	if err != nil {
 		t.Fatal(err)
 	}

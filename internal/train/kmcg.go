@@ -24,7 +24,7 @@ package train
 //     (default 0.01, Definition 3). With M = n each product K s is a map round over the shards;
 //     with M < n the M x M products run on the coordinator;
 //  6. R = k(X, X_M) S: R = Z = K_M S when M = n (Algorithm 2 line 10), else one map round of
-//     KernelMVM restricted to the columns X_M;
+//     tasks.KernelMVM restricted to the columns X_M;
 //  7. A1 = S^T Z, G = R^T R, b = R^T y, y^T y (digest 003 §2.7). The noise variance s2 is the
 //     sampled exact fit's. Only with kmcg-noise evidence is it refitted: S and Z do not depend
 //     on the noise, so the evidence (eq. 16)
@@ -60,6 +60,7 @@ import (
 	"github.com/gpreduce/gpreduce/internal/reduce"
 	"github.com/gpreduce/gpreduce/internal/shard"
 	"github.com/gpreduce/gpreduce/internal/solver"
+	"github.com/gpreduce/gpreduce/internal/tasks"
 )
 
 // kmcgStream keys the random choice of the inducing rows.
@@ -82,7 +83,7 @@ func (r *run) trainKMCG(ctx context.Context, eng engine.Engine, p *prepared) (*m
 	if err != nil {
 		return nil, fmt.Errorf("kmcg: %w", err)
 	}
-	op := &KernelOp{Kernel: kern, X: x, Offsets: offsets}
+	op := &tasks.KernelOp{Kernel: kern, X: x, Offsets: offsets}
 
 	// Steps 4-6: X_M, the CG directions and R.
 	M := spec.Subset
@@ -111,12 +112,12 @@ func (r *run) trainKMCG(ctx context.Context, eng engine.Engine, p *prepared) (*m
 			copy(xm[i*d:(i+1)*d], x[j*d:(j+1)*d])
 			ym[i] = y[j]
 		}
-		local := &localKernel{ctx: ctx, op: &KernelOp{Kernel: kern, X: xm, Offsets: []int{0, M}}}
+		local := &localKernel{ctx: ctx, op: &tasks.KernelOp{Kernel: kern, X: xm, Offsets: []int{0, M}}}
 		S, Z, P, err = solver.ReorthCG(local, ym, spec.cgIters(), tol)
 		if err != nil {
 			return nil, fmt.Errorf("kmcg: %w", err)
 		}
-		st, err := eng.Reduce(ctx, &KernelTask{Op: op, Kind: KernelMVM, K: P, V: S, Idx: idx})
+		st, err := eng.Reduce(ctx, &tasks.KernelTask{Op: op, Kind: tasks.KernelMVM, K: P, V: S, Idx: idx})
 		if err != nil {
 			return nil, fmt.Errorf("kmcg: R = k(X, X_M) S: %w", err)
 		}
@@ -207,16 +208,16 @@ func kmcgSubset(n, M int, seed uint64) []int {
 	return idx
 }
 
-// localKernel is the noise-free K_M of a KernelOp on the coordinator as a solver.Operator.
+// localKernel is the noise-free K_M of a tasks.KernelOp on the coordinator as a solver.Operator.
 type localKernel struct {
 	ctx context.Context
-	op  *KernelOp
+	op  *tasks.KernelOp
 }
 
 func (l *localKernel) Dim() int { return l.op.N() }
 
 func (l *localKernel) MulVecs(dst, src []float64, k int) error {
-	st, err := (&KernelTask{Op: l.op, Kind: KernelMVM, K: k, V: src}).Map(l.ctx, shard.Ref{Index: 0}, nil)
+	st, err := (&tasks.KernelTask{Op: l.op, Kind: tasks.KernelMVM, K: k, V: src}).Map(l.ctx, shard.Ref{Index: 0}, nil)
 	if err != nil {
 		return err
 	}

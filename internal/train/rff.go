@@ -13,17 +13,14 @@ import (
 	"fmt"
 	"math"
 
-	"gonum.org/v1/gonum/blas"
-	"gonum.org/v1/gonum/blas/blas64"
-
 	"github.com/gpreduce/gpreduce/internal/engine"
 	"github.com/gpreduce/gpreduce/internal/features"
 	"github.com/gpreduce/gpreduce/internal/kernel"
-	"github.com/gpreduce/gpreduce/internal/linalg"
 	"github.com/gpreduce/gpreduce/internal/model"
 	"github.com/gpreduce/gpreduce/internal/reduce"
 	"github.com/gpreduce/gpreduce/internal/shard"
 	"github.com/gpreduce/gpreduce/internal/solver"
+	"github.com/gpreduce/gpreduce/internal/tasks"
 )
 
 func (r *run) trainRFF(ctx context.Context, eng engine.Engine, p *prepared) (*model.Model, error) {
@@ -86,7 +83,7 @@ func (l *rffLikelihood) eval(theta []float64, grad bool) (*solver.FeatureFit, *r
 	for k := range ls {
 		ls[k] = math.Exp(theta[k])
 	}
-	st, err := l.eng.Reduce(l.ctx, &RFFTask{RFF: l.rff, Transform: l.tf, Lengthscales: ls, Grad: grad})
+	st, err := l.eng.Reduce(l.ctx, &tasks.RFFTask{RFF: l.rff, Transform: l.tf, Lengthscales: ls, Grad: grad})
 	if err != nil {
 		return nil, nil, fmt.Errorf("rff pass: %w", err)
 	}
@@ -119,67 +116,4 @@ func (l *rffLikelihood) objective(theta, grad []float64) (float64, error) {
 // rffGram views the first three parts of an RFF statistic as a Gram statistic.
 func rffGram(sum *reduce.Sum, s int) *reduce.Gram {
 	return &reduce.Gram{S: s, G: sum.Parts[0], B: sum.Parts[1], YY: sum.Parts[2][0], N: sum.N}
-}
-
-// RFFTask is the map step of rff at fixed lengthscales. It returns a Sum whose parts are
-// G = Z^T Z (upper triangle), b = Z^T y, [y^T y], and with Grad set, for each dimension k,
-// E_k = (dZ/dlog l_k)^T Z (s x s) followed by e_k = (dZ/dlog l_k)^T y.
-type RFFTask struct {
-	RFF          *features.RFF
-	Transform    shard.Transform
-	Lengthscales []float64
-	Grad         bool
-}
-
-// Map computes the shard's statistic in fixed row blocks.
-func (t *RFFTask) Map(ctx context.Context, _ shard.Ref, tab *shard.Table) (reduce.Stats, error) {
-	s, d := t.RFF.NumFeatures(), tab.D
-	nd := 0
-	if t.Grad {
-		nd = d
-	}
-	sum := &reduce.Sum{Parts: make([][]float64, 3+2*nd), N: tab.N()}
-	sum.Parts[0] = make([]float64, s*s)
-	sum.Parts[1] = make([]float64, s)
-	sum.Parts[2] = make([]float64, 1)
-	for k := 0; k < nd; k++ {
-		sum.Parts[3+k] = make([]float64, s*s)
-		sum.Parts[3+nd+k] = make([]float64, s)
-	}
-	B := gramBlockRows
-	x := make([]float64, d)
-	y := make([]float64, B)
-	z := make([]float64, B*s)
-	dz := make([]float64, nd*B*s) // dZ_k block k at [k*B*s, (k+1)*B*s)
-	dls := make([]float64, d*s)
-	G := blas64.Symmetric{Uplo: blas.Upper, N: s, Stride: s, Data: sum.Parts[0]}
-	for lo := 0; lo < tab.N(); lo += B {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		rows := min(B, tab.N()-lo)
-		for i := 0; i < rows; i++ {
-			t.Transform.ApplyRow(tab.Row(lo+i), x)
-			y[i] = t.Transform.Y(tab.Y[lo+i])
-			sum.Parts[2][0] += y[i] * y[i]
-			if nd == 0 {
-				t.RFF.Map(t.Lengthscales, x, z[i*s:(i+1)*s])
-				continue
-			}
-			t.RFF.MapGrad(t.Lengthscales, x, z[i*s:(i+1)*s], dls)
-			for k := 0; k < nd; k++ {
-				copy(dz[k*B*s+i*s:k*B*s+(i+1)*s], dls[k*s:(k+1)*s])
-			}
-		}
-		Z := blas64.General{Rows: rows, Cols: s, Stride: s, Data: z[:rows*s]}
-		yv := blas64.Vector{N: rows, Inc: 1, Data: y[:rows]}
-		linalg.Syrk(blas.Trans, 1, Z, 1, G)
-		blas64.Gemv(blas.Trans, 1, Z, yv, 1, blas64.Vector{N: s, Inc: 1, Data: sum.Parts[1]})
-		for k := 0; k < nd; k++ {
-			dZ := blas64.General{Rows: rows, Cols: s, Stride: s, Data: dz[k*B*s : k*B*s+rows*s]}
-			linalg.Gemm(blas.Trans, blas.NoTrans, 1, dZ, Z, 1, blas64.General{Rows: s, Cols: s, Stride: s, Data: sum.Parts[3+k]})
-			blas64.Gemv(blas.Trans, 1, dZ, yv, 1, blas64.Vector{N: s, Inc: 1, Data: sum.Parts[3+nd+k]})
-		}
-	}
-	return sum, nil
 }

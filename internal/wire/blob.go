@@ -1,24 +1,21 @@
 package wire
 
 // Broadcast blobs (DESIGN.md §3): the inputs X of a kernel op are the same for every task of a
-// job, so they travel to a worker once and are named by content hash afterwards. The encoder
-// puts X and its SHA-256 in the op; Slim strips X from a task, leaving the hash; the worker's
-// Decoder keeps the X of every full op it decodes in a BlobCache and resolves slim ops from
-// it, failing with a *MissingBlobError (ErrMissingBlob) when it does not hold the blob. The
-// worker answers that as FAILED_PRECONDITION with a pb.MissingBlob detail (MissingBlobStatus),
-// which the coordinator recognizes (MissingBlobOf) and answers by resending the task in full.
+// job, so they travel to a worker once and are named by content hash (tasks.HashFloats)
+// afterwards. The encoder puts X and its SHA-256 in the op; Slim strips X from a task, leaving
+// the hash; the worker's Decoder keeps the X of every full op it decodes in a BlobCache and
+// resolves slim ops from it, failing with a *MissingBlobError (ErrMissingBlob) when it does
+// not hold the blob. The worker answers that as FAILED_PRECONDITION with a pb.MissingBlob
+// detail (MissingBlobStatus), which the coordinator recognizes (MissingBlobOf) and answers by
+// resending the task in full.
 //
 // Blobs are not chunked: a task, X included, must fit one gRPC message (1 GiB), so the
-// encoder rejects inputs above MaxBroadcastBytes.
+// encoder rejects inputs above tasks.MaxBroadcastBytes.
 
 import (
 	"container/list"
-	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
-	"fmt"
-	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,17 +23,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/gpreduce/gpreduce/internal/tasks"
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
-
-// MaxBroadcastBytes bounds the inputs X a kernel task carries (512 MiB, 8 bytes per value).
-// A task travels in one gRPC message of at most 1 GiB (worker.MaxMessageBytes) and broadcast
-// blobs are not chunked, so larger inputs are rejected when the task is encoded; half the
-// message limit leaves room for the task's vectors.
-const MaxBroadcastBytes = 512 << 20
-
-// broadcastLimit is MaxBroadcastBytes, lowered by tests.
-var broadcastLimit int64 = MaxBroadcastBytes
 
 // DefaultBlobCacheBytes is the default budget of a BlobCache (2 GiB).
 const DefaultBlobCacheBytes = 2 << 30
@@ -111,56 +100,26 @@ func MissingBlobOf(err error) ([32]byte, bool) {
 	return h, true
 }
 
-// HashFloats returns the SHA-256 of x as little-endian IEEE 754 doubles: the content hash of a
-// broadcast blob (pb.KernelOp.x_sha256).
-func HashFloats(x []float64) [32]byte {
-	h := sha256.New()
-	var buf [8 * 1024]byte
-	for len(x) > 0 {
-		m := min(len(x), len(buf)/8)
-		for i, v := range x[:m] {
-			binary.LittleEndian.PutUint64(buf[8*i:], math.Float64bits(v))
-		}
-		h.Write(buf[:8*m])
-		x = x[m:]
-	}
-	var out [32]byte
-	h.Sum(out[:0])
-	return out
-}
-
 // Slim returns the form of task that names its broadcast blobs by hash instead of carrying
-// them, and the hashes. A task without blobs (anything but a kernel task whose op carries its
-// inputs and their hash, as EncodeTask makes it) is returned as is, with no hashes. The slim
-// task shares every other field with task; neither is modified.
+// them, and the hashes (its kind's tasks.Kind.Slim). A task without blobs (anything but a
+// kernel task whose op carries its inputs and their hash, as EncodeTask makes it) is returned
+// as is, with no hashes. The slim task shares every other field with task; neither is
+// modified.
 func Slim(task *pb.Task) (slim *pb.Task, blobs [][32]byte) {
-	kt := task.GetKernel()
-	op := kt.GetOp()
-	if len(op.GetX()) == 0 || len(op.GetXSha256()) != sha256.Size {
+	name, m := tasks.Unwrap(task)
+	k, ok := tasks.Lookup(name)
+	if !ok || k.Slim == nil {
 		return task, nil
 	}
-	var h [32]byte
-	copy(h[:], op.GetXSha256())
-	return &pb.Task{Kind: &pb.Task_Kernel{Kernel: &pb.KernelTask{
-		Op:   slimOp(op, h),
-		Kind: kt.GetKind(),
-		K:    kt.GetK(),
-		V:    kt.GetV(),
-		A:    kt.GetA(),
-		B:    kt.GetB(),
-		Idx:  kt.GetIdx(),
-	}}}, [][32]byte{h}
-}
-
-// slimOp returns op without its inputs, named by hash h.
-func slimOp(op *pb.KernelOp, h [32]byte) *pb.KernelOp {
-	return &pb.KernelOp{
-		Kernel:         op.GetKernel(),
-		Lengthscales:   op.GetLengthscales(),
-		SignalVariance: op.GetSignalVariance(),
-		Offsets:        op.GetOffsets(),
-		XSha256:        h[:],
+	sm, blobs := k.Slim(m)
+	if len(blobs) == 0 {
+		return task, nil
 	}
+	slim, err := tasks.Wrap(name, sm)
+	if err != nil { // a kind's Slim returned another message type: send the task in full
+		return task, nil
+	}
+	return slim, blobs
 }
 
 // BlobCache holds broadcast blobs (kernel inputs) by content hash, evicting the least recently
@@ -257,9 +216,4 @@ func (c *BlobCache) Stats() BlobStats {
 	n, b := len(c.items), c.bytes
 	c.mu.Unlock()
 	return BlobStats{Blobs: n, Bytes: b, Hits: c.hits.Load(), Misses: c.misses.Load(), Evictions: c.evictions.Load()}
-}
-
-// errHashMismatch is the error of a full op whose inputs do not have the hash it names.
-func errHashMismatch(want []byte, got [32]byte) error {
-	return fmt.Errorf("kernel op: x_sha256 %x does not match the inputs (sha256 %x)", want, got)
 }

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gpreduce/gpreduce/internal/shard"
-	"github.com/gpreduce/gpreduce/internal/train"
+	"github.com/gpreduce/gpreduce/internal/tasks"
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
 
@@ -32,11 +32,11 @@ func TestHashFloats(t *testing.T) {
 		if err := binary.Write(&buf, binary.LittleEndian, x); err != nil {
 			t.Fatal(err)
 		}
-		if got, want := HashFloats(x), sha256.Sum256(buf.Bytes()); got != want {
+		if got, want := tasks.HashFloats(x), sha256.Sum256(buf.Bytes()); got != want {
 			t.Errorf("%d values: hash %x, want %x", n, got, want)
 		}
 	}
-	if HashFloats([]float64{0}) == HashFloats([]float64{negZero()}) {
+	if tasks.HashFloats([]float64{0}) == tasks.HashFloats([]float64{negZero()}) {
 		t.Error("+0 and -0 hash alike")
 	}
 }
@@ -133,12 +133,12 @@ func TestBlobCache(t *testing.T) {
 func TestSlim(t *testing.T) {
 	op, _, _ := kernelOp(t, 3, []float64{0.7, 1.3}, 0)
 	n := op.N()
-	full, err := EncodeTask(&train.KernelTask{Op: op, Kind: train.KernelMVM, K: 2, V: vec(2*3, 1), Idx: []int{1, 5, n - 1}})
+	full, err := EncodeTask(&tasks.KernelTask{Op: op, Kind: tasks.KernelMVM, K: 2, V: vec(2*3, 1), Idx: []int{1, 5, n - 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	before := proto.Clone(full)
-	want := HashFloats(op.X)
+	want := tasks.HashFloats(op.X)
 	if !bytes.Equal(full.GetKernel().GetOp().GetXSha256(), want[:]) {
 		t.Fatalf("the encoder set x_sha256 %x, want %x", full.GetKernel().GetOp().GetXSha256(), want)
 	}
@@ -193,15 +193,15 @@ func TestSlim(t *testing.T) {
 func TestDecodeSlim(t *testing.T) {
 	ctx := context.Background()
 	opA, refs, tabs := kernelOp(t, 3, []float64{0.7, 1.3}, 0)
-	opB := &train.KernelOp{Kernel: opA.Kernel, X: opA.X, Offsets: opA.Offsets}
+	opB := &tasks.KernelOp{Kernel: opA.Kernel, X: opA.X, Offsets: opA.Offsets}
 	opB.Kernel.Lengthscales = []float64{0.9, 1.1}
-	opC := &train.KernelOp{Kernel: opA.Kernel, X: opA.X, Offsets: opA.Offsets}
+	opC := &tasks.KernelOp{Kernel: opA.Kernel, X: opA.X, Offsets: opA.Offsets}
 	opC.Kernel.SignalVariance = 0.4
 	n := opA.N()
-	h := HashFloats(opA.X)
-	enc := func(op *train.KernelOp, seed float64) (full, slim *pb.Task) {
+	h := tasks.HashFloats(opA.X)
+	enc := func(op *tasks.KernelOp, seed float64) (full, slim *pb.Task) {
 		t.Helper()
-		m, err := EncodeTask(&train.KernelTask{Op: op, Kind: train.KernelMVM, K: 2, V: vec(2*n, seed)})
+		m, err := EncodeTask(&tasks.KernelTask{Op: op, Kind: tasks.KernelMVM, K: 2, V: vec(2*n, seed)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -218,12 +218,12 @@ func TestDecodeSlim(t *testing.T) {
 		return m, s
 	}
 	dec := NewDecoder()
-	decode := func(m *pb.Task) (*train.KernelTask, error) {
+	decode := func(m *pb.Task) (*tasks.KernelTask, error) {
 		task, err := dec.DecodeTask(m)
 		if err != nil {
 			return nil, err
 		}
-		return task.(*train.KernelTask), nil
+		return task.(*tasks.KernelTask), nil
 	}
 	checkMissing := func(what string, err error) {
 		t.Helper()
@@ -271,7 +271,7 @@ func TestDecodeSlim(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		local, err := (&train.KernelTask{Op: opA, Kind: train.KernelMVM, K: 2, V: vec(2*n, 1)}).Map(ctx, ref, tabs[i])
+		local, err := (&tasks.KernelTask{Op: opA, Kind: tasks.KernelMVM, K: 2, V: vec(2*n, 1)}).Map(ctx, ref, tabs[i])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -343,7 +343,7 @@ func TestDecodeSlim(t *testing.T) {
 // detail naming the hash, and MissingBlobOf recognizes it (wrapped too, or by its message
 // alone) but nothing else.
 func TestMissingBlobStatus(t *testing.T) {
-	h := HashFloats([]float64{1, 2, 3})
+	h := tasks.HashFloats([]float64{1, 2, 3})
 	decErr := fmt.Errorf("decode task: %w", &MissingBlobError{Hash: h})
 	stErr := MissingBlobStatus(decErr)
 	st, ok := status.FromError(stErr)
@@ -364,7 +364,7 @@ func TestMissingBlobStatus(t *testing.T) {
 	}
 
 	msgOnly := status.Error(codes.FailedPrecondition, "run task: "+decErr.Error())
-	other := HashFloats([]float64{4})
+	other := tasks.HashFloats([]float64{4})
 	tests := []struct {
 		name string
 		err  error
@@ -399,26 +399,4 @@ func withDetail(t *testing.T, msg string, h [32]byte) error {
 		t.Fatal(err)
 	}
 	return st.Err()
-}
-
-// TestBroadcastLimit: inputs above the broadcast limit are refused when a task is encoded,
-// with a message that says what to do; inputs at the limit pass.
-func TestBroadcastLimit(t *testing.T) {
-	op, _, _ := kernelOp(t, 3, []float64{0.7, 1.3}, 0)
-	size := int64(8 * len(op.X))
-	defer func(old int64) { broadcastLimit = old }(broadcastLimit)
-	task := &train.KernelTask{Op: op, Kind: train.KernelCols, Idx: []int{0}}
-	broadcastLimit = size
-	if _, err := EncodeTask(task); err != nil {
-		t.Errorf("inputs at the limit: %v", err)
-	}
-	broadcastLimit = size - 1
-	_, err := EncodeTask(task)
-	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("kernel inputs of %d bytes exceed the broadcast limit", size)) ||
-		!strings.Contains(err.Error(), "fewer rows") {
-		t.Errorf("inputs over the limit: %v", err)
-	}
-	if MaxBroadcastBytes > 1<<30/2 {
-		t.Errorf("the broadcast limit %d leaves no room in a 1 GiB message", MaxBroadcastBytes)
-	}
 }

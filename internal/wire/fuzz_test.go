@@ -11,7 +11,7 @@ import (
 	"github.com/gpreduce/gpreduce/internal/features"
 	"github.com/gpreduce/gpreduce/internal/kernel"
 	"github.com/gpreduce/gpreduce/internal/shard"
-	"github.com/gpreduce/gpreduce/internal/train"
+	"github.com/gpreduce/gpreduce/internal/tasks"
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
 
@@ -25,7 +25,7 @@ func FuzzDecodeTask(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	op := &train.KernelOp{
+	op := &tasks.KernelOp{
 		Kernel:  kernel.Kernel{Family: kernel.Matern52, Lengthscales: []float64{0.5, 2}, SignalVariance: 1.5},
 		X:       []float64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9},
 		Offsets: []int{0, 2, 2, 5},
@@ -34,12 +34,12 @@ func FuzzDecodeTask(f *testing.F) {
 		shard.MomentsTask{},
 		shard.DistinctTask{Cap: 3},
 		shard.SampleTask{K: 4, Seed: 1},
-		&train.GramTask{Features: gl, Transform: tf},
-		&train.RowsTask{Transform: tf},
-		&train.KernelTask{Op: op, Kind: train.KernelMVM, K: 2, V: []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}},
-		&train.KernelTask{Op: op, Kind: train.KernelQuad, K: 1, A: []float64{1, 2, 3, 4, 5}, B: []float64{5, 4, 3, 2, 1}},
-		&train.KernelTask{Op: op, Kind: train.KernelCols, Idx: []int{4, 0}},
-		&train.KernelTask{Op: op, Kind: train.KernelMVM, K: 1, V: []float64{2, -1}, Idx: []int{3, 1}},
+		&tasks.GramTask{Features: gl, Transform: tf},
+		&tasks.RowsTask{Transform: tf},
+		&tasks.KernelTask{Op: op, Kind: tasks.KernelMVM, K: 2, V: []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}},
+		&tasks.KernelTask{Op: op, Kind: tasks.KernelQuad, K: 1, A: []float64{1, 2, 3, 4, 5}, B: []float64{5, 4, 3, 2, 1}},
+		&tasks.KernelTask{Op: op, Kind: tasks.KernelCols, Idx: []int{4, 0}},
+		&tasks.KernelTask{Op: op, Kind: tasks.KernelMVM, K: 1, V: []float64{2, -1}, Idx: []int{3, 1}},
 	}
 	add := func(m *pb.Task) {
 		b, err := proto.Marshal(m)
@@ -68,7 +68,7 @@ func FuzzDecodeTask(f *testing.F) {
 	add(slim)
 	m.GetKernel().GetOp().XSha256 = make([]byte, 32)
 	add(m)
-	blob := HashFloats(op.X)
+	blob := tasks.HashFloats(op.X)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var m pb.Task
 		if proto.Unmarshal(b, &m) != nil {
@@ -83,7 +83,7 @@ func FuzzDecodeTask(f *testing.F) {
 		if err != nil {
 			return
 		}
-		kt, ok := task.(*train.KernelTask)
+		kt, ok := task.(*tasks.KernelTask)
 		if !ok {
 			return
 		}

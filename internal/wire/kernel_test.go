@@ -12,16 +12,16 @@ import (
 	"github.com/gpreduce/gpreduce/internal/kernel"
 	"github.com/gpreduce/gpreduce/internal/reduce"
 	"github.com/gpreduce/gpreduce/internal/shard"
-	"github.com/gpreduce/gpreduce/internal/train"
+	"github.com/gpreduce/gpreduce/internal/tasks"
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
 
 // kernelOp returns the kernel op of table()'s inputs cut into k shards, with the shards.
-func kernelOp(t *testing.T, k int, ls []float64, cacheBytes int64) (*train.KernelOp, []shard.Ref, []*shard.Table) {
+func kernelOp(t *testing.T, k int, ls []float64, cacheBytes int64) (*tasks.KernelOp, []shard.Ref, []*shard.Table) {
 	t.Helper()
 	tab := table()
 	refs, tabs := shard.PartitionCount(tab, k)
-	op := &train.KernelOp{
+	op := &tasks.KernelOp{
 		Kernel:     kernel.Kernel{Family: kernel.Matern32, Lengthscales: ls, SignalVariance: 1.7},
 		X:          tab.X,
 		Offsets:    []int{0},
@@ -71,18 +71,18 @@ func TestKernelTaskRoundTrip(t *testing.T) {
 	}{{"uncached original", -1}, {"cached original", 0}, {"partly cached original", 300 * 100 * 8}} {
 		op, refs, tabs := kernelOp(t, 3, []float64{0.7, 1.3}, budget.bytes)
 		n := op.N()
-		tasks := []struct {
+		cases := []struct {
 			name string
-			task *train.KernelTask
+			task *tasks.KernelTask
 		}{
-			{"mvm one vector", &train.KernelTask{Op: op, Kind: train.KernelMVM, K: 1, V: vec(n, 1)}},
-			{"mvm", &train.KernelTask{Op: op, Kind: train.KernelMVM, K: 3, V: vec(3*n, 2)}},
-			{"mvm over columns", &train.KernelTask{Op: op, Kind: train.KernelMVM, K: 2, V: vec(2*5, 8), Idx: []int{4, 0, n - 1, 150, 4}}},
-			{"quad", &train.KernelTask{Op: op, Kind: train.KernelQuad, K: 2, A: vec(2*n, 3), B: vec(2*n, 4)}},
-			{"cols", &train.KernelTask{Op: op, Kind: train.KernelCols, Idx: []int{0, 17, n - 1, 17}}},
+			{"mvm one vector", &tasks.KernelTask{Op: op, Kind: tasks.KernelMVM, K: 1, V: vec(n, 1)}},
+			{"mvm", &tasks.KernelTask{Op: op, Kind: tasks.KernelMVM, K: 3, V: vec(3*n, 2)}},
+			{"mvm over columns", &tasks.KernelTask{Op: op, Kind: tasks.KernelMVM, K: 2, V: vec(2*5, 8), Idx: []int{4, 0, n - 1, 150, 4}}},
+			{"quad", &tasks.KernelTask{Op: op, Kind: tasks.KernelQuad, K: 2, A: vec(2*n, 3), B: vec(2*n, 4)}},
+			{"cols", &tasks.KernelTask{Op: op, Kind: tasks.KernelCols, Idx: []int{0, 17, n - 1, 17}}},
 		}
 		dec := NewDecoder()
-		for _, tc := range tasks {
+		for _, tc := range cases {
 			t.Run(budget.name+"/"+tc.name, func(t *testing.T) {
 				m, err := EncodeTask(tc.task)
 				if err != nil {
@@ -101,7 +101,7 @@ func TestKernelTaskRoundTrip(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				kt, ok := back.(*train.KernelTask)
+				kt, ok := back.(*tasks.KernelTask)
 				if !ok {
 					t.Fatalf("decoded a %T", back)
 				}
@@ -144,22 +144,22 @@ func mustEncodeStats(t *testing.T, s reduce.Stats) *pb.Stats {
 	return m
 }
 
-// TestKernelOpShared: the tasks of one op decode to one *train.KernelOp (it holds the kernel
+// TestKernelOpShared: the tasks of one op decode to one *tasks.KernelOp (it holds the kernel
 // blocks), and the decoder keeps only the two most recently used ops.
 func TestKernelOpShared(t *testing.T) {
 	opA, _, _ := kernelOp(t, 3, []float64{0.7, 1.3}, 0)
 	opB, _, _ := kernelOp(t, 3, []float64{0.8, 1.3}, 0)
 	opC, _, _ := kernelOp(t, 3, []float64{0.9, 1.3}, 0)
 	n := opA.N()
-	enc := func(op *train.KernelOp, kind train.KernelTaskKind) *pb.Task {
+	enc := func(op *tasks.KernelOp, kind tasks.KernelTaskKind) *pb.Task {
 		t.Helper()
-		task := &train.KernelTask{Op: op, Kind: kind}
+		task := &tasks.KernelTask{Op: op, Kind: kind}
 		switch kind {
-		case train.KernelMVM:
+		case tasks.KernelMVM:
 			task.K, task.V = 2, vec(2*n, 5)
-		case train.KernelQuad:
+		case tasks.KernelQuad:
 			task.K, task.A, task.B = 1, vec(n, 6), vec(n, 7)
-		case train.KernelCols:
+		case tasks.KernelCols:
 			task.Idx = []int{3}
 		}
 		m, err := EncodeTask(task)
@@ -169,45 +169,45 @@ func TestKernelOpShared(t *testing.T) {
 		return m
 	}
 	dec := NewDecoder()
-	decOp := func(m *pb.Task) *train.KernelOp {
+	decOp := func(m *pb.Task) *tasks.KernelOp {
 		t.Helper()
 		task, err := dec.DecodeTask(m)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return task.(*train.KernelTask).Op
+		return task.(*tasks.KernelTask).Op
 	}
-	a := decOp(enc(opA, train.KernelMVM))
+	a := decOp(enc(opA, tasks.KernelMVM))
 	if a == opA {
 		t.Fatal("the decoder returned the encoder's op")
 	}
-	for _, kind := range []train.KernelTaskKind{train.KernelMVM, train.KernelQuad, train.KernelCols} {
+	for _, kind := range []tasks.KernelTaskKind{tasks.KernelMVM, tasks.KernelQuad, tasks.KernelCols} {
 		if got := decOp(enc(opA, kind)); got != a {
 			t.Errorf("kind %d: a task of the same op decoded to another *KernelOp", kind)
 		}
 	}
 	// A clone of the op (same values, new slices) is the same op.
-	clone := &train.KernelOp{Kernel: opA.Kernel, X: append([]float64(nil), opA.X...), Offsets: append([]int(nil), opA.Offsets...),
+	clone := &tasks.KernelOp{Kernel: opA.Kernel, X: append([]float64(nil), opA.X...), Offsets: append([]int(nil), opA.Offsets...),
 		CacheBytes: -1} // the budget is not sent
-	if decOp(enc(clone, train.KernelCols)) != a {
+	if decOp(enc(clone, tasks.KernelCols)) != a {
 		t.Error("an equal op decoded to another *KernelOp")
 	}
-	b := decOp(enc(opB, train.KernelMVM))
+	b := decOp(enc(opB, tasks.KernelMVM))
 	if b == a {
 		t.Fatal("different ops share a *KernelOp")
 	}
 	// A was used before B; using A again makes B the least recently used, so C evicts B.
-	if decOp(enc(opA, train.KernelCols)) != a {
+	if decOp(enc(opA, tasks.KernelCols)) != a {
 		t.Error("op A was evicted with only two ops decoded")
 	}
-	c := decOp(enc(opC, train.KernelMVM))
+	c := decOp(enc(opC, tasks.KernelMVM))
 	if c == a || c == b {
 		t.Fatal("op C shares another op's *KernelOp")
 	}
-	if decOp(enc(opA, train.KernelMVM)) != a {
+	if decOp(enc(opA, tasks.KernelMVM)) != a {
 		t.Error("op A, used more recently than B, was evicted")
 	}
-	if decOp(enc(opB, train.KernelMVM)) == b {
+	if decOp(enc(opB, tasks.KernelMVM)) == b {
 		t.Error("the decoder keeps more than two kernel ops")
 	}
 	// Feature maps do not push kernel ops out, nor the other way round.
@@ -221,14 +221,14 @@ func TestKernelOpShared(t *testing.T) {
 func TestKernelTaskMalformed(t *testing.T) {
 	op, _, _ := kernelOp(t, 3, []float64{0.7, 1.3}, 0)
 	n := op.N()
-	good := func(kind train.KernelTaskKind) *pb.KernelTask {
-		task := &train.KernelTask{Op: op, Kind: kind}
+	good := func(kind tasks.KernelTaskKind) *pb.KernelTask {
+		task := &tasks.KernelTask{Op: op, Kind: kind}
 		switch kind {
-		case train.KernelMVM:
+		case tasks.KernelMVM:
 			task.K, task.V = 2, vec(2*n, 1)
-		case train.KernelQuad:
+		case tasks.KernelQuad:
 			task.K, task.A, task.B = 2, vec(2*n, 2), vec(2*n, 3)
-		case train.KernelCols:
+		case tasks.KernelCols:
 			task.Idx = []int{1, 2}
 		}
 		m, err := EncodeTask(task)
@@ -239,58 +239,58 @@ func TestKernelTaskMalformed(t *testing.T) {
 	}
 	cases := []struct {
 		name  string
-		kind  train.KernelTaskKind
+		kind  tasks.KernelTaskKind
 		spoil func(m *pb.KernelTask)
 		want  string
 	}{
-		{"no op", train.KernelMVM, func(m *pb.KernelTask) { m.Op = nil }, "without a kernel op"},
-		{"kind 0", train.KernelMVM, func(m *pb.KernelTask) { m.Kind = 0 }, "unknown kind 0"},
-		{"negative kind", train.KernelMVM, func(m *pb.KernelTask) { m.Kind = -1 }, "unknown kind -1"},
-		{"kind 4", train.KernelMVM, func(m *pb.KernelTask) { m.Kind = 4 }, "unknown kind 4"},
-		{"unknown kernel", train.KernelMVM, func(m *pb.KernelTask) { m.Op.Kernel = "periodic" }, "periodic"},
-		{"no lengthscales", train.KernelMVM, func(m *pb.KernelTask) { m.Op.Lengthscales = nil }, "no lengthscales"},
-		{"negative lengthscale", train.KernelMVM, func(m *pb.KernelTask) { m.Op.Lengthscales = []float64{1, -1} }, "lengthscale 1"},
-		{"NaN lengthscale", train.KernelMVM, func(m *pb.KernelTask) { m.Op.Lengthscales = []float64{math.NaN(), 1} }, "lengthscale 0"},
-		{"zero signal variance", train.KernelMVM, func(m *pb.KernelTask) { m.Op.SignalVariance = 0 }, "signal variance"},
+		{"no op", tasks.KernelMVM, func(m *pb.KernelTask) { m.Op = nil }, "without a kernel op"},
+		{"kind 0", tasks.KernelMVM, func(m *pb.KernelTask) { m.Kind = 0 }, "unknown kind 0"},
+		{"negative kind", tasks.KernelMVM, func(m *pb.KernelTask) { m.Kind = -1 }, "unknown kind -1"},
+		{"kind 4", tasks.KernelMVM, func(m *pb.KernelTask) { m.Kind = 4 }, "unknown kind 4"},
+		{"unknown kernel", tasks.KernelMVM, func(m *pb.KernelTask) { m.Op.Kernel = "periodic" }, "periodic"},
+		{"no lengthscales", tasks.KernelMVM, func(m *pb.KernelTask) { m.Op.Lengthscales = nil }, "no lengthscales"},
+		{"negative lengthscale", tasks.KernelMVM, func(m *pb.KernelTask) { m.Op.Lengthscales = []float64{1, -1} }, "lengthscale 1"},
+		{"NaN lengthscale", tasks.KernelMVM, func(m *pb.KernelTask) { m.Op.Lengthscales = []float64{math.NaN(), 1} }, "lengthscale 0"},
+		{"zero signal variance", tasks.KernelMVM, func(m *pb.KernelTask) { m.Op.SignalVariance = 0 }, "signal variance"},
 		// Inputs spoiled with their hash dropped (as a sender that sets none) reach the checks
 		// of the op; with the hash kept, the hash check catches them first.
-		{"no inputs", train.KernelMVM, func(m *pb.KernelTask) { m.Op.X, m.Op.XSha256 = nil, nil }, "no input values and no x_sha256"},
-		{"ragged inputs", train.KernelMVM, func(m *pb.KernelTask) { m.Op.X, m.Op.XSha256 = m.Op.X[:len(m.Op.X)-1], nil }, "input values"},
-		{"NaN input", train.KernelMVM, func(m *pb.KernelTask) { m.Op.X[5], m.Op.XSha256 = math.NaN(), nil }, "not finite"},
-		{"Inf input", train.KernelMVM, func(m *pb.KernelTask) { m.Op.X[0], m.Op.XSha256 = math.Inf(-1), nil }, "not finite"},
-		{"ragged inputs, hash kept", train.KernelMVM, func(m *pb.KernelTask) { m.Op.X = m.Op.X[:len(m.Op.X)-1] }, "does not match the inputs"},
-		{"NaN input, hash kept", train.KernelMVM, func(m *pb.KernelTask) { m.Op.X[5] = math.NaN() }, "does not match the inputs"},
-		{"changed input, hash kept", train.KernelMVM, func(m *pb.KernelTask) { m.Op.X[7] = math.Nextafter(m.Op.X[7], 10) }, "does not match the inputs"},
-		{"changed hash", train.KernelMVM, func(m *pb.KernelTask) { m.Op.XSha256[31] ^= 1 }, "does not match the inputs"},
-		{"short hash", train.KernelMVM, func(m *pb.KernelTask) { m.Op.XSha256 = m.Op.XSha256[:31] }, "x_sha256 of 31 bytes"},
-		{"short hash, slim", train.KernelMVM, func(m *pb.KernelTask) { m.Op.X, m.Op.XSha256 = nil, m.Op.XSha256[:16] }, "x_sha256 of 16 bytes"},
-		{"slim, blob not held", train.KernelMVM, func(m *pb.KernelTask) { m.Op.X = nil }, "missing blob sha256:"},
-		{"no offsets", train.KernelMVM, func(m *pb.KernelTask) { m.Op.Offsets = nil }, "offsets"},
-		{"one offset", train.KernelMVM, func(m *pb.KernelTask) { m.Op.Offsets = []int64{0} }, "offsets"},
-		{"offsets not from 0", train.KernelMVM, func(m *pb.KernelTask) { m.Op.Offsets[0] = 1 }, "offsets"},
-		{"offsets short of n", train.KernelMVM, func(m *pb.KernelTask) { m.Op.Offsets[len(m.Op.Offsets)-1]-- }, "offsets"},
-		{"offsets past n", train.KernelMVM, func(m *pb.KernelTask) { m.Op.Offsets[len(m.Op.Offsets)-1] = 1 << 40 }, "offsets"},
-		{"decreasing offsets", train.KernelMVM, func(m *pb.KernelTask) { m.Op.Offsets[1] = m.Op.Offsets[2] + 1 }, "decrease"},
-		{"negative offset", train.KernelMVM, func(m *pb.KernelTask) { m.Op.Offsets[1] = -5 }, "offset"},
-		{"mvm k 0", train.KernelMVM, func(m *pb.KernelTask) { m.K = 0 }, "vectors"},
-		{"mvm negative k", train.KernelMVM, func(m *pb.KernelTask) { m.K = -2 }, "vectors"},
-		{"mvm k mismatch", train.KernelMVM, func(m *pb.KernelTask) { m.K = 3 }, "vectors"},
-		{"mvm huge k", train.KernelMVM, func(m *pb.KernelTask) { m.K = math.MaxInt32 }, "vectors"},
-		{"mvm short v", train.KernelMVM, func(m *pb.KernelTask) { m.V = m.V[1:] }, "vectors"},
-		{"mvm idx short of v", train.KernelMVM, func(m *pb.KernelTask) { m.Idx = []int32{1} }, "vectors of 1 rows"},
-		{"mvm idx out of range", train.KernelMVM, func(m *pb.KernelTask) { m.Idx, m.V = []int32{1, int32(n)}, vec(4, 1) }, "column 300"},
-		{"mvm idx negative", train.KernelMVM, func(m *pb.KernelTask) { m.Idx, m.V = []int32{-1}, vec(2, 1) }, "column -1"},
-		{"mvm with a", train.KernelMVM, func(m *pb.KernelTask) { m.A = []float64{1} }, "does not use"},
-		{"quad k mismatch", train.KernelQuad, func(m *pb.KernelTask) { m.K = 1 }, "pairs"},
-		{"quad short b", train.KernelQuad, func(m *pb.KernelTask) { m.B = m.B[:n] }, "pairs"},
-		{"quad no a", train.KernelQuad, func(m *pb.KernelTask) { m.A = nil }, "pairs"},
-		{"quad with v", train.KernelQuad, func(m *pb.KernelTask) { m.V = []float64{1} }, "does not use"},
-		{"cols none", train.KernelCols, func(m *pb.KernelTask) { m.Idx = nil }, "no columns"},
-		{"cols negative", train.KernelCols, func(m *pb.KernelTask) { m.Idx[1] = -1 }, "column -1"},
-		{"cols n", train.KernelCols, func(m *pb.KernelTask) { m.Idx[0] = int32(n) }, "column 300"},
-		{"cols huge", train.KernelCols, func(m *pb.KernelTask) { m.Idx[0] = math.MaxInt32 }, "column 2147483647"},
-		{"cols with k", train.KernelCols, func(m *pb.KernelTask) { m.K = 2 }, "does not use"},
-		{"cols with b", train.KernelCols, func(m *pb.KernelTask) { m.B = vec(n, 1) }, "does not use"},
+		{"no inputs", tasks.KernelMVM, func(m *pb.KernelTask) { m.Op.X, m.Op.XSha256 = nil, nil }, "no input values and no x_sha256"},
+		{"ragged inputs", tasks.KernelMVM, func(m *pb.KernelTask) { m.Op.X, m.Op.XSha256 = m.Op.X[:len(m.Op.X)-1], nil }, "input values"},
+		{"NaN input", tasks.KernelMVM, func(m *pb.KernelTask) { m.Op.X[5], m.Op.XSha256 = math.NaN(), nil }, "not finite"},
+		{"Inf input", tasks.KernelMVM, func(m *pb.KernelTask) { m.Op.X[0], m.Op.XSha256 = math.Inf(-1), nil }, "not finite"},
+		{"ragged inputs, hash kept", tasks.KernelMVM, func(m *pb.KernelTask) { m.Op.X = m.Op.X[:len(m.Op.X)-1] }, "does not match the inputs"},
+		{"NaN input, hash kept", tasks.KernelMVM, func(m *pb.KernelTask) { m.Op.X[5] = math.NaN() }, "does not match the inputs"},
+		{"changed input, hash kept", tasks.KernelMVM, func(m *pb.KernelTask) { m.Op.X[7] = math.Nextafter(m.Op.X[7], 10) }, "does not match the inputs"},
+		{"changed hash", tasks.KernelMVM, func(m *pb.KernelTask) { m.Op.XSha256[31] ^= 1 }, "does not match the inputs"},
+		{"short hash", tasks.KernelMVM, func(m *pb.KernelTask) { m.Op.XSha256 = m.Op.XSha256[:31] }, "x_sha256 of 31 bytes"},
+		{"short hash, slim", tasks.KernelMVM, func(m *pb.KernelTask) { m.Op.X, m.Op.XSha256 = nil, m.Op.XSha256[:16] }, "x_sha256 of 16 bytes"},
+		{"slim, blob not held", tasks.KernelMVM, func(m *pb.KernelTask) { m.Op.X = nil }, "missing blob sha256:"},
+		{"no offsets", tasks.KernelMVM, func(m *pb.KernelTask) { m.Op.Offsets = nil }, "offsets"},
+		{"one offset", tasks.KernelMVM, func(m *pb.KernelTask) { m.Op.Offsets = []int64{0} }, "offsets"},
+		{"offsets not from 0", tasks.KernelMVM, func(m *pb.KernelTask) { m.Op.Offsets[0] = 1 }, "offsets"},
+		{"offsets short of n", tasks.KernelMVM, func(m *pb.KernelTask) { m.Op.Offsets[len(m.Op.Offsets)-1]-- }, "offsets"},
+		{"offsets past n", tasks.KernelMVM, func(m *pb.KernelTask) { m.Op.Offsets[len(m.Op.Offsets)-1] = 1 << 40 }, "offsets"},
+		{"decreasing offsets", tasks.KernelMVM, func(m *pb.KernelTask) { m.Op.Offsets[1] = m.Op.Offsets[2] + 1 }, "decrease"},
+		{"negative offset", tasks.KernelMVM, func(m *pb.KernelTask) { m.Op.Offsets[1] = -5 }, "offset"},
+		{"mvm k 0", tasks.KernelMVM, func(m *pb.KernelTask) { m.K = 0 }, "vectors"},
+		{"mvm negative k", tasks.KernelMVM, func(m *pb.KernelTask) { m.K = -2 }, "vectors"},
+		{"mvm k mismatch", tasks.KernelMVM, func(m *pb.KernelTask) { m.K = 3 }, "vectors"},
+		{"mvm huge k", tasks.KernelMVM, func(m *pb.KernelTask) { m.K = math.MaxInt32 }, "vectors"},
+		{"mvm short v", tasks.KernelMVM, func(m *pb.KernelTask) { m.V = m.V[1:] }, "vectors"},
+		{"mvm idx short of v", tasks.KernelMVM, func(m *pb.KernelTask) { m.Idx = []int32{1} }, "vectors of 1 rows"},
+		{"mvm idx out of range", tasks.KernelMVM, func(m *pb.KernelTask) { m.Idx, m.V = []int32{1, int32(n)}, vec(4, 1) }, "column 300"},
+		{"mvm idx negative", tasks.KernelMVM, func(m *pb.KernelTask) { m.Idx, m.V = []int32{-1}, vec(2, 1) }, "column -1"},
+		{"mvm with a", tasks.KernelMVM, func(m *pb.KernelTask) { m.A = []float64{1} }, "does not use"},
+		{"quad k mismatch", tasks.KernelQuad, func(m *pb.KernelTask) { m.K = 1 }, "pairs"},
+		{"quad short b", tasks.KernelQuad, func(m *pb.KernelTask) { m.B = m.B[:n] }, "pairs"},
+		{"quad no a", tasks.KernelQuad, func(m *pb.KernelTask) { m.A = nil }, "pairs"},
+		{"quad with v", tasks.KernelQuad, func(m *pb.KernelTask) { m.V = []float64{1} }, "does not use"},
+		{"cols none", tasks.KernelCols, func(m *pb.KernelTask) { m.Idx = nil }, "no columns"},
+		{"cols negative", tasks.KernelCols, func(m *pb.KernelTask) { m.Idx[1] = -1 }, "column -1"},
+		{"cols n", tasks.KernelCols, func(m *pb.KernelTask) { m.Idx[0] = int32(n) }, "column 300"},
+		{"cols huge", tasks.KernelCols, func(m *pb.KernelTask) { m.Idx[0] = math.MaxInt32 }, "column 2147483647"},
+		{"cols with k", tasks.KernelCols, func(m *pb.KernelTask) { m.K = 2 }, "does not use"},
+		{"cols with b", tasks.KernelCols, func(m *pb.KernelTask) { m.B = vec(n, 1) }, "does not use"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -314,13 +314,13 @@ func TestKernelTaskMalformed(t *testing.T) {
 	}
 
 	// Encoding checks the task too.
-	bad := &train.KernelOp{Kernel: op.Kernel, X: op.X, Offsets: []int{0, 1}}
-	for name, task := range map[string]*train.KernelTask{
-		"no op":      {Kind: train.KernelMVM, K: 1, V: vec(n, 1)},
-		"bad op":     {Op: bad, Kind: train.KernelMVM, K: 1, V: vec(n, 1)},
-		"bad shape":  {Op: op, Kind: train.KernelMVM, K: 2, V: vec(n, 1)},
+	bad := &tasks.KernelOp{Kernel: op.Kernel, X: op.X, Offsets: []int{0, 1}}
+	for name, task := range map[string]*tasks.KernelTask{
+		"no op":      {Kind: tasks.KernelMVM, K: 1, V: vec(n, 1)},
+		"bad op":     {Op: bad, Kind: tasks.KernelMVM, K: 1, V: vec(n, 1)},
+		"bad shape":  {Op: op, Kind: tasks.KernelMVM, K: 2, V: vec(n, 1)},
 		"bad kind":   {Op: op, Kind: 9},
-		"bad column": {Op: op, Kind: train.KernelCols, Idx: []int{n}},
+		"bad column": {Op: op, Kind: tasks.KernelCols, Idx: []int{n}},
 	} {
 		if _, err := EncodeTask(task); err == nil || !strings.HasPrefix(err.Error(), "encode task: ") {
 			t.Errorf("%s: encode error %v", name, err)

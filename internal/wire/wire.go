@@ -1,219 +1,51 @@
 package wire
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"sync"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gpreduce/gpreduce/internal/engine"
-	"github.com/gpreduce/gpreduce/internal/features"
-	"github.com/gpreduce/gpreduce/internal/kernel"
 	"github.com/gpreduce/gpreduce/internal/reduce"
 	"github.com/gpreduce/gpreduce/internal/shard"
-	"github.com/gpreduce/gpreduce/internal/train"
+	"github.com/gpreduce/gpreduce/internal/tasks"
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
 
-// EncodeTask returns the message form of a map step.
+// EncodeTask returns the message form of a map step: its kind's message (tasks.Of, Kind.Encode)
+// in the kind's field of the oneof of pb.Task.
 func EncodeTask(t engine.Task) (*pb.Task, error) {
-	switch t := t.(type) {
-	case shard.MomentsTask, *shard.MomentsTask:
-		return &pb.Task{Kind: &pb.Task_Moments{Moments: &pb.MomentsTask{}}}, nil
-	case shard.DistinctTask:
-		return encodeDistinctTask(t)
-	case *shard.DistinctTask:
-		return encodeDistinctTask(*t)
-	case shard.SampleTask:
-		return encodeSampleTask(t)
-	case *shard.SampleTask:
-		return encodeSampleTask(*t)
-	case *train.GramTask:
-		switch f := t.Features.(type) {
-		case *features.GL:
-			nodes := make([]int32, len(f.NodesPerDim))
-			for i, v := range f.NodesPerDim {
-				nodes[i] = int32(v)
-			}
-			return &pb.Task{Kind: &pb.Task_Gram{Gram: &pb.GramTask{
-				Gl:        &pb.GLMap{Kernel: f.Family.String(), U: f.U, NodesPerDim: nodes},
-				Transform: EncodeTransform(t.Transform),
-			}}}, nil
-		case *features.GRIEF:
-			m, err := EncodeGRIEF(f)
-			if err != nil {
-				return nil, err
-			}
-			return &pb.Task{Kind: &pb.Task_Gram{Gram: &pb.GramTask{Grief: m, Transform: EncodeTransform(t.Transform)}}}, nil
-		}
-		return nil, fmt.Errorf("encode task: Gram task over %T features has no wire form", t.Features)
-	case *train.RFFTask:
-		return &pb.Task{Kind: &pb.Task_Rff{Rff: &pb.RFFTask{
-			Rff:          &pb.RFFMap{Kernel: t.RFF.Family.String(), D: int32(t.RFF.D), Omega: t.RFF.Omega},
-			Transform:    EncodeTransform(t.Transform),
-			Lengthscales: t.Lengthscales,
-			Grad:         t.Grad,
-		}}}, nil
-	case *train.RowsTask:
-		return &pb.Task{Kind: &pb.Task_Rows{Rows: &pb.RowsTask{Transform: EncodeTransform(t.Transform)}}}, nil
-	case *train.KernelTask:
-		return encodeKernelTask(t)
+	k, ok := tasks.Of(t)
+	if !ok {
+		return nil, fmt.Errorf("encode task: %T has no wire form", t)
 	}
-	return nil, fmt.Errorf("encode task: %T has no wire form", t)
-}
-
-// encodeKernelTask returns the message of a kernel map step. Only the vectors its kind uses
-// are sent; the op's CacheBytes is a per-process setting and is not. The op carries the
-// inputs X in full with their SHA-256 (Slim strips them); inputs above MaxBroadcastBytes are
-// rejected, since blobs are not chunked and a task must fit one gRPC message.
-func encodeKernelTask(t *train.KernelTask) (*pb.Task, error) {
-	if t.Op == nil {
-		return nil, fmt.Errorf("encode task: kernel task without a kernel op")
-	}
-	if b := int64(len(t.Op.X)) * 8; b > broadcastLimit {
-		return nil, fmt.Errorf("encode task: kernel inputs of %d bytes exceed the broadcast limit of %d bytes; use fewer rows or fewer rows per job",
-			b, broadcastLimit)
-	}
-	if err := t.Op.Validate(); err != nil {
-		return nil, fmt.Errorf("encode task: %w", err)
-	}
-	if err := t.Check(); err != nil {
-		return nil, fmt.Errorf("encode task: %w", err)
-	}
-	op := t.Op
-	offsets := make([]int64, len(op.Offsets))
-	for i, v := range op.Offsets {
-		offsets[i] = int64(v)
-	}
-	sum := HashFloats(op.X)
-	m := &pb.KernelTask{
-		Op: &pb.KernelOp{
-			Kernel:         op.Kernel.Family.String(),
-			Lengthscales:   op.Kernel.Lengthscales,
-			SignalVariance: op.Kernel.SignalVariance,
-			X:              op.X,
-			Offsets:        offsets,
-			XSha256:        sum[:],
-		},
-		Kind: int32(t.Kind),
-	}
-	if t.Kind == train.KernelMVM || t.Kind == train.KernelQuad {
-		if t.K > math.MaxInt32 {
-			return nil, fmt.Errorf("encode task: kernel task of %d vectors", t.K)
-		}
-		m.K = int32(t.K)
-	}
-	switch t.Kind {
-	case train.KernelMVM:
-		m.V = t.V
-	case train.KernelQuad:
-		m.A, m.B = t.A, t.B
-	}
-	if t.Kind == train.KernelMVM || t.Kind == train.KernelCols {
-		for _, v := range t.Idx {
-			if v > math.MaxInt32 {
-				return nil, fmt.Errorf("encode task: kernel column %d", v)
-			}
-			m.Idx = append(m.Idx, int32(v))
-		}
-	}
-	return &pb.Task{Kind: &pb.Task_Kernel{Kernel: m}}, nil
-}
-
-func encodeDistinctTask(t shard.DistinctTask) (*pb.Task, error) {
-	if t.Cap < 0 || t.Cap > math.MaxInt32-1 {
-		return nil, fmt.Errorf("encode task: distinct task with cap %d", t.Cap)
-	}
-	return &pb.Task{Kind: &pb.Task_Distinct{Distinct: &pb.DistinctTask{Cap: int32(t.Cap)}}}, nil
-}
-
-func encodeSampleTask(t shard.SampleTask) (*pb.Task, error) {
-	if t.K < 0 || t.K > math.MaxInt32 {
-		return nil, fmt.Errorf("encode task: sample task of %d rows", t.K)
-	}
-	return &pb.Task{Kind: &pb.Task_Sample{Sample: &pb.SampleTask{K: int32(t.K), Seed: t.Seed}}}, nil
-}
-
-// EncodeGRIEF returns the message form of a GP-GRIEF map. It carries the eigendecompositions and
-// the selection exactly, so every node evaluates the same features (digest 001, pitfall 4).
-func EncodeGRIEF(g *features.GRIEF) (*pb.GRIEFMap, error) {
-	if err := g.Validate(); err != nil {
-		return nil, fmt.Errorf("encode task: %w", err)
-	}
-	vecs := func(vs [][]float64) []*pb.Vector {
-		out := make([]*pb.Vector, len(vs))
-		for i, v := range vs {
-			out[i] = &pb.Vector{Values: v}
-		}
-		return out
-	}
-	idx := make([]int32, len(g.Idx))
-	for i, v := range g.Idx {
-		idx[i] = int32(v) // Validate bounds it by a grid size
-	}
-	return &pb.GRIEFMap{
-		Kernel:         g.Family.String(),
-		Lengthscales:   g.Lengthscales,
-		SignalVariance: g.SignalVariance,
-		Grid:           vecs(g.Grid),
-		Q:              vecs(g.Q),
-		LogLam:         vecs(g.LogLam),
-		Idx:            idx,
-		LogLamP:        g.LogLamP,
-	}, nil
-}
-
-// DecodeGRIEF returns the GP-GRIEF map a message describes, after GRIEF.Validate.
-func DecodeGRIEF(m *pb.GRIEFMap) (*features.GRIEF, error) {
-	fam, err := kernel.ParseFamily(m.GetKernel())
+	m, err := k.Encode(t)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("encode task: %w", err)
 	}
-	vals := func(vs []*pb.Vector) [][]float64 {
-		out := make([][]float64, len(vs))
-		for i, v := range vs {
-			out[i] = v.GetValues()
-		}
-		return out
+	msg, err := tasks.Wrap(k.Name, m)
+	if err != nil {
+		return nil, fmt.Errorf("encode task: %w", err)
 	}
-	idx := make([]int, len(m.GetIdx()))
-	for i, v := range m.GetIdx() {
-		idx[i] = int(v)
-	}
-	g := &features.GRIEF{
-		Family:         fam,
-		Lengthscales:   m.GetLengthscales(),
-		SignalVariance: m.GetSignalVariance(),
-		Grid:           vals(m.GetGrid()),
-		Q:              vals(m.GetQ()),
-		LogLam:         vals(m.GetLogLam()),
-		Idx:            idx,
-		LogLamP:        m.GetLogLamP(),
-	}
-	if err := g.Validate(); err != nil {
-		return nil, err
-	}
-	return g, nil
+	return msg, nil
 }
 
-// Decoder turns task messages back into map steps. It caches the feature maps it builds
-// (a Gauss-Legendre grid costs O(m^2) per dimension to compute) by the hash of their message,
-// so the many tasks of a job share one map. Kernel ops have their own, smaller cache: every
-// task of one hyperparameter value shares one *train.KernelOp, which holds that value's
-// kernel blocks (up to its CacheBytes, possibly GiBs), so only the two most recently used are
-// kept. Ops are keyed by their slim form (the inputs' hash, the kernel and the offsets), so
-// a task's key never hashes the inputs themselves. The inputs are broadcast blobs, kept in a
-// BlobCache by hash: a full op stores its inputs there (after checking their hash) and a slim
-// op, which names them by hash, takes them from there, failing with a *MissingBlobError when
-// they are not held. It is safe for concurrent use.
+// Decoder turns task messages back into map steps (tasks.Lookup, Kind.Decode). It is the
+// tasks.Env of the kinds' decoders: it caches the values they build from messages by the hash
+// of the message, so the many tasks of a job share one feature map (tasks.MapCache, a
+// Gauss-Legendre grid costs O(m^2) per dimension to compute) or one kernel op
+// (tasks.OpCache). A kernel op holds the kernel blocks of one hyperparameter value (up to its
+// CacheBytes, possibly GiBs), so only the two most recently used are kept. The kernel inputs
+// are broadcast blobs, kept in a BlobCache by hash: a full op stores its inputs there (after
+// checking their hash) and a slim op, which names them by hash, takes them from there,
+// failing with a *MissingBlobError when they are not held. It is safe for concurrent use.
 type Decoder struct {
-	maps  hashCache // feature maps
-	ops   hashCache // *train.KernelOp
+	maps  hashCache // tasks.MapCache
+	ops   hashCache // tasks.OpCache
 	blobs *BlobCache
 }
 
@@ -239,6 +71,53 @@ func NewDecoderWithBlobs(c *BlobCache) *Decoder {
 // Blobs returns the decoder's blob cache.
 func (d *Decoder) Blobs() *BlobCache { return d.blobs }
 
+// DecodeTask returns the map step a message describes: the kind named by the field set in its
+// oneof decodes it. A slim task whose blob the decoder does not hold fails with an error
+// wrapping a *MissingBlobError, counted as a miss of the blob cache.
+func (d *Decoder) DecodeTask(m *pb.Task) (engine.Task, error) {
+	name, msg := tasks.Unwrap(m)
+	k, ok := tasks.Lookup(name)
+	if !ok {
+		return nil, fmt.Errorf("decode task: unknown kind %T", m.GetKind())
+	}
+	t, err := k.Decode(d, msg)
+	if err != nil {
+		if errors.Is(err, ErrMissingBlob) {
+			d.blobs.misses.Add(1)
+		}
+		return nil, fmt.Errorf("decode task: %w", err)
+	}
+	return t, nil
+}
+
+// Shared implements tasks.Env: the value build makes of m, from the cache c names.
+func (d *Decoder) Shared(c tasks.Cache, m proto.Message, build func() (any, error)) (any, error) {
+	switch c {
+	case tasks.MapCache:
+		return d.maps.get(m, build)
+	case tasks.OpCache:
+		return d.ops.get(m, build)
+	}
+	return nil, fmt.Errorf("decoder: unknown cache %d", c)
+}
+
+// Blob implements tasks.Env: the held blob of hash h, or a *MissingBlobError.
+func (d *Decoder) Blob(h [32]byte) ([]float64, error) {
+	if x, ok := d.blobs.Get(h); ok {
+		return x, nil
+	}
+	return nil, &MissingBlobError{Hash: h}
+}
+
+// KeepBlob implements tasks.Env: it holds blob x of hash h in the blob cache.
+func (d *Decoder) KeepBlob(h [32]byte, x []float64) []float64 { return d.blobs.Put(h, x) }
+
+// UsedBlob implements tasks.Env: it counts a blob hit and marks blob h most recently used.
+func (d *Decoder) UsedBlob(h [32]byte) {
+	d.blobs.hits.Add(1)
+	d.blobs.Get(h)
+}
+
 // hashCache holds the values built from messages, keyed by the SHA-256 of the message's type
 // and deterministic encoding, evicting the least recently used beyond size entries.
 type hashCache struct {
@@ -246,10 +125,6 @@ type hashCache struct {
 	mu    sync.Mutex
 	cache map[[32]byte]any
 	order [][32]byte // least recently used first
-}
-
-func (d *Decoder) cached(m proto.Message, build func() (any, error)) (any, error) {
-	return d.maps.get(m, build)
 }
 
 func (c *hashCache) get(m proto.Message, build func() (any, error)) (any, error) {
@@ -303,234 +178,6 @@ func (c *hashCache) touch(key [32]byte) {
 			return
 		}
 	}
-}
-
-// kernelOp returns the kernel op a message describes, shared with earlier messages of the same
-// op whether full or slim (see Decoder).
-func (d *Decoder) kernelOp(m *pb.KernelOp) (*train.KernelOp, error) {
-	x, sum := m.GetX(), m.GetXSha256()
-	var h [32]byte
-	switch {
-	case len(sum) != 0 && len(sum) != sha256.Size:
-		return nil, fmt.Errorf("kernel op: x_sha256 of %d bytes, want %d", len(sum), sha256.Size)
-	case len(x) > 0:
-		h = HashFloats(x)
-		if len(sum) > 0 && !bytes.Equal(sum, h[:]) {
-			return nil, errHashMismatch(sum, h)
-		}
-	case len(sum) == 0:
-		return nil, fmt.Errorf("kernel op: no input values and no x_sha256")
-	default:
-		copy(h[:], sum)
-	}
-	full := len(x) > 0
-	v, err := d.ops.get(slimOp(m, h), func() (any, error) {
-		// A held blob is used even for a full op, so that ops and the cache share one copy.
-		if held, ok := d.blobs.Get(h); ok {
-			x = held
-		} else if !full {
-			return nil, &MissingBlobError{Hash: h}
-		}
-		return decodeKernelOp(m, x)
-	})
-	if err != nil {
-		if errors.Is(err, ErrMissingBlob) {
-			d.blobs.misses.Add(1)
-		}
-		return nil, err
-	}
-	op, ok := v.(*train.KernelOp)
-	if !ok {
-		return nil, fmt.Errorf("cached kernel op is a %T", v)
-	}
-	if full {
-		d.blobs.Put(h, op.X) // the op's inputs passed Validate
-	} else {
-		d.blobs.hits.Add(1)
-		d.blobs.Get(h) // keep the blob fresh while its ops are in use
-	}
-	return op, nil
-}
-
-// decodeKernelOp builds the kernel op a message with inputs x describes, after
-// KernelOp.Validate.
-func decodeKernelOp(m *pb.KernelOp, x []float64) (*train.KernelOp, error) {
-	fam, err := kernel.ParseFamily(m.GetKernel())
-	if err != nil {
-		return nil, err
-	}
-	offsets := make([]int, len(m.GetOffsets()))
-	for i, v := range m.GetOffsets() {
-		if v < 0 || int64(int(v)) != v {
-			return nil, fmt.Errorf("kernel op: shard offset %d", v)
-		}
-		offsets[i] = int(v)
-	}
-	op := &train.KernelOp{
-		Kernel:  kernel.Kernel{Family: fam, Lengthscales: m.GetLengthscales(), SignalVariance: m.GetSignalVariance()},
-		X:       x,
-		Offsets: offsets,
-	}
-	if err := op.Validate(); err != nil {
-		return nil, err
-	}
-	return op, nil
-}
-
-// decodeKernelTask returns the kernel map step a message describes, sharing the kernel op
-// of earlier tasks with the same op message.
-func (d *Decoder) decodeKernelTask(m *pb.KernelTask) (*train.KernelTask, error) {
-	if m.GetOp() == nil {
-		return nil, fmt.Errorf("decode task: kernel task without a kernel op")
-	}
-	kind := train.KernelTaskKind(m.GetKind())
-	var unused []string // vectors the kind does not read: a malformed message
-	switch kind {
-	case train.KernelMVM:
-		if len(m.GetA())+len(m.GetB()) > 0 {
-			unused = append(unused, "a, b")
-		}
-	case train.KernelQuad:
-		if len(m.GetV()) > 0 {
-			unused = append(unused, "v")
-		}
-		if len(m.GetIdx()) > 0 {
-			unused = append(unused, "idx")
-		}
-	case train.KernelCols:
-		if len(m.GetV())+len(m.GetA())+len(m.GetB()) > 0 {
-			unused = append(unused, "v, a, b")
-		}
-		if m.GetK() != 0 {
-			unused = append(unused, "k")
-		}
-	default:
-		return nil, fmt.Errorf("decode task: kernel task of unknown kind %d", m.GetKind())
-	}
-	if len(unused) > 0 {
-		return nil, fmt.Errorf("decode task: kernel task of kind %d sets %s, which it does not use", m.GetKind(), strings.Join(unused, " and "))
-	}
-	op, err := d.kernelOp(m.GetOp())
-	if err != nil {
-		return nil, fmt.Errorf("decode task: %w", err)
-	}
-	t := &train.KernelTask{Op: op, Kind: kind, K: int(m.GetK()), V: m.GetV(), A: m.GetA(), B: m.GetB()}
-	if len(m.GetIdx()) > 0 {
-		t.Idx = make([]int, len(m.GetIdx()))
-		for i, c := range m.GetIdx() {
-			t.Idx[i] = int(c)
-		}
-	}
-	if err := t.Check(); err != nil {
-		return nil, fmt.Errorf("decode task: %w", err)
-	}
-	return t, nil
-}
-
-// DecodeTask returns the map step a message describes.
-func (d *Decoder) DecodeTask(m *pb.Task) (engine.Task, error) {
-	switch k := m.GetKind().(type) {
-	case *pb.Task_Moments:
-		return shard.MomentsTask{}, nil
-	case *pb.Task_Distinct:
-		c := k.Distinct.GetCap()
-		if c < 0 {
-			return nil, fmt.Errorf("decode task: distinct task with cap %d", c)
-		}
-		return shard.DistinctTask{Cap: int(c)}, nil
-	case *pb.Task_Sample:
-		n := k.Sample.GetK()
-		if n < 0 {
-			return nil, fmt.Errorf("decode task: sample task of %d rows", n)
-		}
-		return shard.SampleTask{K: int(n), Seed: k.Sample.GetSeed()}, nil
-	case *pb.Task_Gram:
-		g := k.Gram
-		if g.GetTransform() == nil || (g.GetGl() == nil) == (g.GetGrief() == nil) {
-			return nil, fmt.Errorf("decode task: Gram task needs a transform and exactly one feature map (gl or grief)")
-		}
-		if g.GetGrief() != nil {
-			v, err := d.cached(g.Grief, func() (any, error) { return DecodeGRIEF(g.Grief) })
-			if err != nil {
-				return nil, fmt.Errorf("decode task: %w", err)
-			}
-			gr, ok := v.(*features.GRIEF)
-			if !ok {
-				return nil, fmt.Errorf("decode task: cached feature map is a %T", v)
-			}
-			tf, err := DecodeTransform(g.Transform)
-			if err != nil {
-				return nil, err
-			}
-			if len(tf.XMean) != gr.Dim() {
-				return nil, fmt.Errorf("decode task: GRIEF map of %d inputs with a transform of %d", gr.Dim(), len(tf.XMean))
-			}
-			return &train.GramTask{Features: gr, Transform: tf}, nil
-		}
-		v, err := d.cached(g.Gl, func() (any, error) {
-			fam, err := kernel.ParseFamily(g.Gl.Kernel)
-			if err != nil {
-				return nil, err
-			}
-			nodes := make([]int, len(g.Gl.NodesPerDim))
-			for i, v := range g.Gl.NodesPerDim {
-				nodes[i] = int(v)
-			}
-			return features.NewGL(fam, g.Gl.U, nodes)
-		})
-		if err != nil {
-			return nil, fmt.Errorf("decode task: %w", err)
-		}
-		tf, err := DecodeTransform(g.Transform)
-		if err != nil {
-			return nil, err
-		}
-		gl, ok := v.(*features.GL)
-		if !ok {
-			return nil, fmt.Errorf("decode task: cached feature map is a %T", v)
-		}
-		return &train.GramTask{Features: gl, Transform: tf}, nil
-	case *pb.Task_Rff:
-		r := k.Rff
-		if r.GetRff() == nil || r.GetTransform() == nil {
-			return nil, fmt.Errorf("decode task: RFF task without feature map or transform")
-		}
-		fam, err := kernel.ParseFamily(r.Rff.Kernel)
-		if err != nil {
-			return nil, fmt.Errorf("decode task: %w", err)
-		}
-		dd := int(r.Rff.D)
-		if dd < 1 || len(r.Rff.Omega)%dd != 0 || len(r.Rff.Omega) == 0 || len(r.Lengthscales) != dd {
-			return nil, fmt.Errorf("decode task: RFF map of %d frequencies, d=%d, %d lengthscales", len(r.Rff.Omega), dd, len(r.Lengthscales))
-		}
-		tf, err := DecodeTransform(r.Transform)
-		if err != nil {
-			return nil, err
-		}
-		return &train.RFFTask{RFF: &features.RFF{Family: fam, D: dd, Omega: r.Rff.Omega}, Transform: tf, Lengthscales: r.Lengthscales, Grad: r.Grad}, nil
-	case *pb.Task_Rows:
-		tf, err := DecodeTransform(k.Rows.GetTransform())
-		if err != nil {
-			return nil, err
-		}
-		return &train.RowsTask{Transform: tf}, nil
-	case *pb.Task_Kernel:
-		return d.decodeKernelTask(k.Kernel)
-	}
-	return nil, fmt.Errorf("decode task: unknown kind %T", m.GetKind())
-}
-
-// EncodeTransform returns the message form of a standardization.
-func EncodeTransform(t shard.Transform) *pb.Transform {
-	return &pb.Transform{XMean: t.XMean, XScale: t.XScale, YMean: t.YMean, YScale: t.YScale}
-}
-
-// DecodeTransform checks and returns a standardization.
-func DecodeTransform(m *pb.Transform) (shard.Transform, error) {
-	if m == nil || len(m.XMean) == 0 || len(m.XMean) != len(m.XScale) || !(m.YScale > 0) {
-		return shard.Transform{}, fmt.Errorf("decode task: malformed transform")
-	}
-	return shard.Transform{XMean: m.XMean, XScale: m.XScale, YMean: m.YMean, YScale: m.YScale}, nil
 }
 
 // EncodeStats returns the message form of a shard statistic.

@@ -11,7 +11,7 @@ import (
 	"github.com/gpreduce/gpreduce/internal/kernel"
 	"github.com/gpreduce/gpreduce/internal/reduce"
 	"github.com/gpreduce/gpreduce/internal/shard"
-	"github.com/gpreduce/gpreduce/internal/train"
+	"github.com/gpreduce/gpreduce/internal/tasks"
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
 
@@ -50,19 +50,19 @@ func TestTaskRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tasks := map[string]engine.Task{
+	cases := map[string]engine.Task{
 		"moments":      shard.MomentsTask{},
-		"grief":        &train.GramTask{Features: grief, Transform: tf},
+		"grief":        &tasks.GramTask{Features: grief, Transform: tf},
 		"distinct":     shard.DistinctTask{Cap: 10},
 		"distinct ptr": &shard.DistinctTask{Cap: 400},
 		"sample":       shard.SampleTask{K: 25, Seed: 77},
 		"sample ptr":   &shard.SampleTask{K: 1000, Seed: 3},
-		"gram":         &train.GramTask{Features: gl, Transform: tf},
-		"rff":          &train.RFFTask{RFF: rff, Transform: tf, Lengthscales: []float64{0.7, 1.1}, Grad: true},
-		"rows":         &train.RowsTask{Transform: tf},
+		"gram":         &tasks.GramTask{Features: gl, Transform: tf},
+		"rff":          &tasks.RFFTask{RFF: rff, Transform: tf, Lengthscales: []float64{0.7, 1.1}, Grad: true},
+		"rows":         &tasks.RowsTask{Transform: tf},
 	}
 	dec := NewDecoder()
-	for name, task := range tasks {
+	for name, task := range cases {
 		t.Run(name, func(t *testing.T) {
 			m, err := EncodeTask(task)
 			if err != nil {
@@ -97,19 +97,19 @@ func TestTaskRoundTrip(t *testing.T) {
 		})
 	}
 	// The decoder shares one feature map among tasks with the same map.
-	m, _ := EncodeTask(tasks["gram"])
+	m, _ := EncodeTask(cases["gram"])
 	a, _ := dec.DecodeTask(m)
 	b, _ := dec.DecodeTask(m)
-	if a.(*train.GramTask).Features != b.(*train.GramTask).Features {
+	if a.(*tasks.GramTask).Features != b.(*tasks.GramTask).Features {
 		t.Error("the decoder rebuilt a cached feature map")
 	}
-	m, _ = EncodeTask(tasks["grief"])
+	m, _ = EncodeTask(cases["grief"])
 	a, _ = dec.DecodeTask(m)
 	b, _ = dec.DecodeTask(m)
-	if a.(*train.GramTask).Features != b.(*train.GramTask).Features {
+	if a.(*tasks.GramTask).Features != b.(*tasks.GramTask).Features {
 		t.Error("the decoder rebuilt a cached GRIEF map")
 	}
-	if !reflect.DeepEqual(a.(*train.GramTask).Features, grief) {
+	if !reflect.DeepEqual(a.(*tasks.GramTask).Features, grief) {
 		t.Error("the decoded GRIEF map differs from the original")
 	}
 }
@@ -151,7 +151,7 @@ func goodGRIEF(t *testing.T) *pb.GRIEFMap {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := EncodeGRIEF(g)
+	m, err := tasks.EncodeGRIEF(g)
 	if err != nil {
 		t.Fatal(err)
 	}

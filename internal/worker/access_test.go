@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/gpreduce/gpreduce/internal/shard"
-	"github.com/gpreduce/gpreduce/internal/train"
+	"github.com/gpreduce/gpreduce/internal/tasks"
 	"github.com/gpreduce/gpreduce/internal/wire"
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
@@ -40,7 +40,7 @@ func TestTasksConfined(t *testing.T) {
 	w := startWorker(t, Config{Cores: 1, JoinToken: "tok", Data: shard.Reader{Access: acc}, UnregisteredTasks: true})
 	c := workerClient(t, w.Addr(), "tok")
 	tf := shard.Transform{XMean: []float64{0}, XScale: []float64{1}, YScale: 1}
-	rows, err := wire.EncodeTask(&train.RowsTask{Transform: tf})
+	rows, err := wire.EncodeTask(&tasks.RowsTask{Transform: tf})
 	if err != nil {
 		t.Fatal(err)
 	}

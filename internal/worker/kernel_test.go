@@ -17,7 +17,7 @@ import (
 	"github.com/gpreduce/gpreduce/internal/kernel"
 	"github.com/gpreduce/gpreduce/internal/reduce"
 	"github.com/gpreduce/gpreduce/internal/shard"
-	"github.com/gpreduce/gpreduce/internal/train"
+	"github.com/gpreduce/gpreduce/internal/tasks"
 	"github.com/gpreduce/gpreduce/internal/wire"
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
@@ -49,7 +49,7 @@ func TestRunKernelTasks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	op := &train.KernelOp{Kernel: kernel.Kernel{Family: kernel.RBF, Lengthscales: []float64{1.3}, SignalVariance: 0.9}, Offsets: []int{0}}
+	op := &tasks.KernelOp{Kernel: kernel.Kernel{Family: kernel.RBF, Lengthscales: []float64{1.3}, SignalVariance: 0.9}, Offsets: []int{0}}
 	var tabs []*shard.Table
 	for _, r := range refs {
 		tab, err := shard.Load(ctx, src, r)
@@ -68,11 +68,11 @@ func TestRunKernelTasks(t *testing.T) {
 		}
 		return v
 	}
-	for _, task := range []*train.KernelTask{
-		{Op: op, Kind: train.KernelMVM, K: 2, V: vec(2, 3)},
-		{Op: op, Kind: train.KernelMVM, K: 1, V: []float64{0.5, -2, 3}, Idx: []int{9, n - 1, 0}},
-		{Op: op, Kind: train.KernelQuad, K: 2, A: vec(2, 5), B: vec(2, 8)},
-		{Op: op, Kind: train.KernelCols, Idx: []int{n - 1, 0, 7}},
+	for _, task := range []*tasks.KernelTask{
+		{Op: op, Kind: tasks.KernelMVM, K: 2, V: vec(2, 3)},
+		{Op: op, Kind: tasks.KernelMVM, K: 1, V: []float64{0.5, -2, 3}, Idx: []int{9, n - 1, 0}},
+		{Op: op, Kind: tasks.KernelQuad, K: 2, A: vec(2, 5), B: vec(2, 8)},
+		{Op: op, Kind: tasks.KernelCols, Idx: []int{n - 1, 0, 7}},
 	} {
 		msg, err := wire.EncodeTask(task)
 		if err != nil {
@@ -98,9 +98,9 @@ func TestRunKernelTasks(t *testing.T) {
 	}
 
 	// A kernel over 2 inputs does not fit a shard of 1.
-	op2 := &train.KernelOp{Kernel: kernel.Kernel{Family: kernel.RBF, Lengthscales: []float64{1, 1}, SignalVariance: 1},
+	op2 := &tasks.KernelOp{Kernel: kernel.Kernel{Family: kernel.RBF, Lengthscales: []float64{1, 1}, SignalVariance: 1},
 		X: make([]float64, 2*tabs[0].N()), Offsets: []int{0, tabs[0].N()}}
-	msg, err := wire.EncodeTask(&train.KernelTask{Op: op2, Kind: train.KernelCols, Idx: []int{0}})
+	msg, err := wire.EncodeTask(&tasks.KernelTask{Op: op2, Kind: tasks.KernelCols, Idx: []int{0}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,12 +122,12 @@ func TestTaskKind(t *testing.T) {
 		task engine.Task
 		want string
 	}{
-		{shard.MomentsTask{}, taskKindMoments},
-		{shard.DistinctTask{Cap: 2}, taskKindDistinct},
-		{shard.SampleTask{K: 2}, taskKindSample},
-		{&train.RowsTask{Transform: shard.Transform{XMean: []float64{0}, XScale: []float64{1}, YScale: 1}}, taskKindRows},
-		{&train.KernelTask{Op: &train.KernelOp{Kernel: kernel.Kernel{Lengthscales: []float64{1}, SignalVariance: 1}, X: []float64{0}, Offsets: []int{0, 1}},
-			Kind: train.KernelCols, Idx: []int{0}}, taskKindKernel},
+		{shard.MomentsTask{}, "moments"},
+		{shard.DistinctTask{Cap: 2}, "distinct"},
+		{shard.SampleTask{K: 2}, "sample"},
+		{&tasks.RowsTask{Transform: shard.Transform{XMean: []float64{0}, XScale: []float64{1}, YScale: 1}}, "rows"},
+		{&tasks.KernelTask{Op: &tasks.KernelOp{Kernel: kernel.Kernel{Lengthscales: []float64{1}, SignalVariance: 1}, X: []float64{0}, Offsets: []int{0, 1}},
+			Kind: tasks.KernelCols, Idx: []int{0}}, "kernel"},
 	} {
 		m, err := wire.EncodeTask(tc.task)
 		if err != nil {
@@ -154,7 +154,7 @@ func TestRunKernelBlobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	op := &train.KernelOp{Kernel: kernel.Kernel{Family: kernel.Matern32, Lengthscales: []float64{0.9}, SignalVariance: 1.2}, Offsets: []int{0}}
+	op := &tasks.KernelOp{Kernel: kernel.Kernel{Family: kernel.Matern32, Lengthscales: []float64{0.9}, SignalVariance: 1.2}, Offsets: []int{0}}
 	var tabs []*shard.Table
 	for _, r := range refs {
 		tab, err := shard.Load(ctx, src, r)
@@ -165,17 +165,17 @@ func TestRunKernelBlobs(t *testing.T) {
 		op.X = append(op.X, tab.X...)
 		op.Offsets = append(op.Offsets, op.Offsets[len(op.Offsets)-1]+tab.N())
 	}
-	op2 := &train.KernelOp{Kernel: op.Kernel, X: op.X, Offsets: op.Offsets}
+	op2 := &tasks.KernelOp{Kernel: op.Kernel, X: op.X, Offsets: op.Offsets}
 	op2.Kernel.SignalVariance = 2.5 // another hyperparameter value over the same inputs
 	n := op.N()
-	hash := wire.HashFloats(op.X)
+	hash := tasks.HashFloats(op.X)
 	v := make([]float64, n)
 	for i := range v {
 		v[i] = float64(i%13) - 6
 	}
-	encode := func(op *train.KernelOp) (task *train.KernelTask, full, slim *pb.Task) {
+	encode := func(op *tasks.KernelOp) (task *tasks.KernelTask, full, slim *pb.Task) {
 		t.Helper()
-		task = &train.KernelTask{Op: op, Kind: train.KernelMVM, K: 1, V: v}
+		task = &tasks.KernelTask{Op: op, Kind: tasks.KernelMVM, K: 1, V: v}
 		full, err := wire.EncodeTask(task)
 		if err != nil {
 			t.Fatal(err)

@@ -11,10 +11,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/gpreduce/gpreduce/internal/engine"
-	"github.com/gpreduce/gpreduce/internal/features"
 	"github.com/gpreduce/gpreduce/internal/reduce"
 	"github.com/gpreduce/gpreduce/internal/shard"
-	"github.com/gpreduce/gpreduce/internal/train"
+	"github.com/gpreduce/gpreduce/internal/tasks"
 	"github.com/gpreduce/gpreduce/internal/wire"
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
@@ -29,17 +28,9 @@ const (
 	outcomeMissingBlob = "missing_blob"
 )
 
-// Kinds of tasks, for metrics and messages.
-const (
-	taskKindUnknown  = "unknown"
-	taskKindMoments  = "moments"
-	taskKindGram     = "gram"
-	taskKindRFF      = "rff"
-	taskKindRows     = "rows"
-	taskKindDistinct = "distinct"
-	taskKindSample   = "sample"
-	taskKindKernel   = "kernel"
-)
+// taskKindUnknown names, for metrics and messages, a task message whose oneof kind is not set
+// to a registered kind (the others are named by their kind, tasks.Kinds).
+const taskKindUnknown = "unknown"
 
 // LoadShard reads a shard into the cache (or finds it there) and returns its row count.
 // A shard that cannot be read (missing or changed source, bad data) is FAILED_PRECONDITION
@@ -112,7 +103,7 @@ func (w *Worker) RunTask(ctx context.Context, req *pb.RunTaskRequest) (resp *pb.
 		return nil, err
 	}
 	ref := wire.DecodeRef(req.GetShard())
-	if err := fits(task, tab); err != nil {
+	if err := fits(kind, task, tab); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "run %s task on %v: %v", kind, ref, err)
 	}
 	st, err := runMap(ctx, task, ref, tab)
@@ -205,23 +196,13 @@ func checkData(src *pb.DataSource, ref *pb.ShardRef) error {
 	return nil
 }
 
-// fits checks that a task's input dimension is the shard's.
-func fits(task engine.Task, tab *shard.Table) error {
-	var dims []int
-	switch t := task.(type) {
-	case *train.GramTask:
-		dims = append(dims, len(t.Transform.XMean))
-		if gl, ok := t.Features.(*features.GL); ok {
-			dims = append(dims, gl.Dim())
-		}
-	case *train.RFFTask:
-		dims = append(dims, len(t.Transform.XMean), t.RFF.D)
-	case *train.RowsTask:
-		dims = append(dims, len(t.Transform.XMean))
-	case *train.KernelTask:
-		dims = append(dims, t.Op.Kernel.Dim())
+// fits checks that a task's input dimensions (its kind's tasks.Kind.Inputs) are the shard's.
+func fits(kind string, task engine.Task, tab *shard.Table) error {
+	k, ok := tasks.Lookup(kind)
+	if !ok || k.Inputs == nil {
+		return nil
 	}
-	for _, d := range dims {
+	for _, d := range k.Inputs(task) {
 		if d != tab.D {
 			return fmt.Errorf("the task is for %d inputs but the shard has %d: check the job's columns", d, tab.D)
 		}
@@ -239,25 +220,13 @@ func runMap(ctx context.Context, task engine.Task, ref shard.Ref, tab *shard.Tab
 	return task.Map(ctx, ref, tab)
 }
 
-// taskKind names a task message's kind for metrics and messages.
+// taskKind names a task message's kind (the field set in its oneof) for metrics and messages.
 func taskKind(t *pb.Task) string {
-	switch t.GetKind().(type) {
-	case *pb.Task_Moments:
-		return taskKindMoments
-	case *pb.Task_Gram:
-		return taskKindGram
-	case *pb.Task_Rff:
-		return taskKindRFF
-	case *pb.Task_Rows:
-		return taskKindRows
-	case *pb.Task_Distinct:
-		return taskKindDistinct
-	case *pb.Task_Sample:
-		return taskKindSample
-	case *pb.Task_Kernel:
-		return taskKindKernel
+	name, _ := tasks.Unwrap(t)
+	if _, ok := tasks.Lookup(name); !ok {
+		return taskKindUnknown
 	}
-	return taskKindUnknown
+	return name
 }
 
 // outcomeOf classifies a RunTask error for metrics.

@@ -21,7 +21,7 @@ import (
 	"github.com/gpreduce/gpreduce/internal/kernel"
 	"github.com/gpreduce/gpreduce/internal/reduce"
 	"github.com/gpreduce/gpreduce/internal/shard"
-	"github.com/gpreduce/gpreduce/internal/train"
+	"github.com/gpreduce/gpreduce/internal/tasks"
 	"github.com/gpreduce/gpreduce/internal/wire"
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
@@ -126,7 +126,7 @@ func TestRunTaskMatchesLocal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, task := range []engine.Task{shard.MomentsTask{}, &train.GramTask{Features: gl, Transform: tf}} {
+	for _, task := range []engine.Task{shard.MomentsTask{}, &tasks.GramTask{Features: gl, Transform: tf}} {
 		msg, err := wire.EncodeTask(task)
 		if err != nil {
 			t.Fatal(err)
@@ -188,7 +188,7 @@ func TestRunTaskErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	tf2 := shard.Transform{XMean: []float64{0, 0}, XScale: []float64{1, 1}, YScale: 1}
-	gram2, err := wire.EncodeTask(&train.GramTask{Features: gl2, Transform: tf2})
+	gram2, err := wire.EncodeTask(&tasks.GramTask{Features: gl2, Transform: tf2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +283,7 @@ func TestConcurrencyBoundedByCores(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	task, err := wire.EncodeTask(&train.GramTask{Features: gl, Transform: shard.Transform{XMean: []float64{5}, XScale: []float64{3}, YScale: 1}})
+	task, err := wire.EncodeTask(&tasks.GramTask{Features: gl, Transform: shard.Transform{XMean: []float64{5}, XScale: []float64{3}, YScale: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/gpreduce/gpreduce/internal/kernel"
 	"github.com/gpreduce/gpreduce/internal/shard"
-	"github.com/gpreduce/gpreduce/internal/train"
+	"github.com/gpreduce/gpreduce/internal/tasks"
 	"github.com/gpreduce/gpreduce/internal/worker"
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
@@ -86,8 +86,8 @@ func BenchmarkCGIterationWorkers(b *testing.B) {
 				c.pool.add(Worker{ID: fmt.Sprintf("w%d", i), Addr: lis.Addr().String()})
 			}
 			rem := c.engine(func(cfg *Config) { cfg.Source = src })
-			op := &train.KernelOp{Kernel: kernel.Kernel{Family: kernel.RBF, Lengthscales: []float64{1, 1, 1, 1, 1, 1, 1, 1}, SignalVariance: 1}, X: X, Offsets: offsets}
-			task := &train.KernelTask{Op: op, Kind: train.KernelMVM, K: k, V: V}
+			op := &tasks.KernelOp{Kernel: kernel.Kernel{Family: kernel.RBF, Lengthscales: []float64{1, 1, 1, 1, 1, 1, 1, 1}, SignalVariance: 1}, X: X, Offsets: offsets}
+			task := &tasks.KernelTask{Op: op, Kind: tasks.KernelMVM, K: k, V: V}
 			if _, err := rem.Reduce(ctx, task); err != nil { // loads the shards, sends X, forms the blocks
 				b.Fatal(err)
 			}

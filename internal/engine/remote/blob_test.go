@@ -19,7 +19,7 @@ import (
 	"github.com/gpreduce/gpreduce/internal/engine"
 	"github.com/gpreduce/gpreduce/internal/kernel"
 	"github.com/gpreduce/gpreduce/internal/shard"
-	"github.com/gpreduce/gpreduce/internal/train"
+	"github.com/gpreduce/gpreduce/internal/tasks"
 	"github.com/gpreduce/gpreduce/internal/wire"
 	"github.com/gpreduce/gpreduce/internal/worker"
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
@@ -41,12 +41,12 @@ func newKernelJob(tab *shard.Table, refs []shard.Ref, tabs []*shard.Table) *kern
 	for _, st := range tabs {
 		offsets = append(offsets, offsets[len(offsets)-1]+st.N())
 	}
-	op1 := &train.KernelOp{
+	op1 := &tasks.KernelOp{
 		Kernel:  kernel.Kernel{Family: kernel.Matern52, Lengthscales: []float64{0.8, 1.9}, SignalVariance: 2.3},
 		X:       tab.X,
 		Offsets: offsets,
 	}
-	op2 := &train.KernelOp{
+	op2 := &tasks.KernelOp{
 		Kernel:  kernel.Kernel{Family: kernel.Matern52, Lengthscales: []float64{0.7, 2.1}, SignalVariance: 1.9},
 		X:       tab.X,
 		Offsets: offsets,
@@ -61,15 +61,15 @@ func newKernelJob(tab *shard.Table, refs []shard.Ref, tabs []*shard.Table) *kern
 		return v
 	}
 	for it := range 4 {
-		j.tasks = append(j.tasks, &train.KernelTask{Op: op1, Kind: train.KernelMVM, K: 2, V: vec(2, uint64(it))})
+		j.tasks = append(j.tasks, &tasks.KernelTask{Op: op1, Kind: tasks.KernelMVM, K: 2, V: vec(2, uint64(it))})
 	}
 	for it := range 3 {
-		j.tasks = append(j.tasks, &train.KernelTask{Op: op2, Kind: train.KernelMVM, K: 3, V: vec(3, uint64(10+it))})
+		j.tasks = append(j.tasks, &tasks.KernelTask{Op: op2, Kind: tasks.KernelMVM, K: 3, V: vec(3, uint64(10+it))})
 	}
 	j.tasks = append(j.tasks,
-		&train.KernelTask{Op: op2, Kind: train.KernelQuad, K: 2, A: vec(2, 20), B: vec(2, 21)},
-		&train.KernelTask{Op: op2, Kind: train.KernelCols, Idx: []int{0, n - 1, 77}},
-		&train.KernelTask{Op: op2, Kind: train.KernelMVM, K: 1, V: vec(1, 22)[:4], Idx: []int{3, n - 100, 3, 9}},
+		&tasks.KernelTask{Op: op2, Kind: tasks.KernelQuad, K: 2, A: vec(2, 20), B: vec(2, 21)},
+		&tasks.KernelTask{Op: op2, Kind: tasks.KernelCols, Idx: []int{0, n - 1, 77}},
+		&tasks.KernelTask{Op: op2, Kind: tasks.KernelMVM, K: 1, V: vec(1, 22)[:4], Idx: []int{3, n - 100, 3, 9}},
 	)
 	return j
 }

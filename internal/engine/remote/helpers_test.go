@@ -24,7 +24,7 @@ import (
 	"github.com/gpreduce/gpreduce/internal/kernel"
 	"github.com/gpreduce/gpreduce/internal/reduce"
 	"github.com/gpreduce/gpreduce/internal/shard"
-	"github.com/gpreduce/gpreduce/internal/train"
+	"github.com/gpreduce/gpreduce/internal/tasks"
 	"github.com/gpreduce/gpreduce/internal/wire"
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
@@ -326,7 +326,7 @@ func (c *cluster) tasks() (engine.Task, engine.Task) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	return shard.MomentsTask{}, &train.GramTask{Features: gl, Transform: tf}
+	return shard.MomentsTask{}, &tasks.GramTask{Features: gl, Transform: tf}
 }
 
 func (c *cluster) local() *engine.Local {

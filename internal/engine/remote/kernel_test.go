@@ -11,7 +11,7 @@ import (
 	"github.com/gpreduce/gpreduce/internal/engine"
 	"github.com/gpreduce/gpreduce/internal/kernel"
 	"github.com/gpreduce/gpreduce/internal/shard"
-	"github.com/gpreduce/gpreduce/internal/train"
+	"github.com/gpreduce/gpreduce/internal/tasks"
 )
 
 // TestKernelTasksMatchLocal runs the kernel map steps of the CG methods (K V, K[:, idx] V,
@@ -37,7 +37,7 @@ func TestKernelTasksMatchLocal(t *testing.T) {
 	}
 	// One op per hyperparameter value; the local engine's keeps its blocks, the workers
 	// decode their own (each worker its own decoder and cache).
-	op := &train.KernelOp{
+	op := &tasks.KernelOp{
 		Kernel:  kernel.Kernel{Family: kernel.Matern52, Lengthscales: []float64{0.8, 1.9}, SignalVariance: 2.3},
 		X:       tab.X,
 		Offsets: offsets,
@@ -51,14 +51,14 @@ func TestKernelTasksMatchLocal(t *testing.T) {
 		}
 		return v
 	}
-	tasks := []struct {
+	cases := []struct {
 		name string
 		task engine.Task
 	}{
-		{"mvm", &train.KernelTask{Op: op, Kind: train.KernelMVM, K: 4, V: vec(4, 1)}},
-		{"mvm over columns", &train.KernelTask{Op: op, Kind: train.KernelMVM, K: 2, V: vec(2, 4)[:2*6], Idx: []int{5, 699, 0, 300, 301, 5}}},
-		{"quad", &train.KernelTask{Op: op, Kind: train.KernelQuad, K: 3, A: vec(3, 2), B: vec(3, 3)}},
-		{"cols", &train.KernelTask{Op: op, Kind: train.KernelCols, Idx: []int{0, 59, 60, 699, 350}}},
+		{"mvm", &tasks.KernelTask{Op: op, Kind: tasks.KernelMVM, K: 4, V: vec(4, 1)}},
+		{"mvm over columns", &tasks.KernelTask{Op: op, Kind: tasks.KernelMVM, K: 2, V: vec(2, 4)[:2*6], Idx: []int{5, 699, 0, 300, 301, 5}}},
+		{"quad", &tasks.KernelTask{Op: op, Kind: tasks.KernelQuad, K: 3, A: vec(3, 2), B: vec(3, 3)}},
+		{"cols", &tasks.KernelTask{Op: op, Kind: tasks.KernelCols, Idx: []int{0, 59, 60, 699, 350}}},
 	}
 	for _, workers := range []int{2, 3} {
 		t.Run(fmt.Sprintf("%d workers", workers), func(t *testing.T) {
@@ -73,7 +73,7 @@ func TestKernelTasksMatchLocal(t *testing.T) {
 				t.Fatal(err)
 			}
 			ctx := context.Background()
-			for _, tc := range tasks {
+			for _, tc := range cases {
 				// Twice: the second time the workers run on their cached kernel blocks.
 				for pass := 1; pass <= 2; pass++ {
 					want, err := loc.Reduce(ctx, tc.task)

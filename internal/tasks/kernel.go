@@ -1,0 +1,395 @@
+package tasks
+
+// The map step of the conjugate-gradient methods (Potapczynski et al. 2021, Sec. 4; Bartels &
+// Hennig 2020, Sec. 3): products with the kernel matrix K = k(X, X) of all n training rows,
+// one block of rows per shard. A shard's task computes its rows of K V for a batch of vectors
+// V, the bilinear forms a^T (dK/dtheta) b summed over its rows, or selected columns of its
+// rows of K. Every shard needs all of X, which the KernelOp carries; a process decodes it once
+// per hyperparameter value (the decoder caches it by hash, OpCache) and keeps each shard's
+// kernel block in memory while it fits under KernelOp.CacheBytes, so the many products of one
+// CG run cost one kernel evaluation per entry.
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas64"
+
+	"github.com/gpreduce/gpreduce/internal/kernel"
+	"github.com/gpreduce/gpreduce/internal/linalg"
+	"github.com/gpreduce/gpreduce/internal/reduce"
+	"github.com/gpreduce/gpreduce/internal/shard"
+)
+
+// DefaultKernelCacheBytes bounds the kernel blocks one KernelOp keeps in one process (1 GiB).
+const DefaultKernelCacheBytes = 1 << 30
+
+// kernelBlockRows is how many rows of K are formed at a time when a shard's block is not cached.
+const kernelBlockRows = 128
+
+// KernelOp is the kernel matrix K = k(X, X) of the standardized training inputs X (n x d,
+// row-major, rows in shard order) at one hyperparameter value. Shard i owns rows
+// Offsets[i]..Offsets[i+1]-1 of X (len(Offsets) = shards + 1). A KernelOp is shared by all
+// the tasks of one hyperparameter value and caches their kernel blocks; it is safe for
+// concurrent use.
+type KernelOp struct {
+	Kernel     kernel.Kernel
+	X          []float64
+	Offsets    []int
+	CacheBytes int64 // kernel-block budget in this process; 0 means DefaultKernelCacheBytes, < 0 none
+
+	mu     sync.Mutex
+	blocks map[int][]float64
+	used   int64
+
+	scaleOnce sync.Once
+	scaled    []float64 // X with column k divided by lengthscale k
+}
+
+// Validate checks the shapes: a valid kernel of d = len(Kernel.Lengthscales) inputs, X of
+// n*d finite values, and Offsets increasing from 0 to n.
+func (o *KernelOp) Validate() error {
+	if err := o.Kernel.Validate(); err != nil {
+		return fmt.Errorf("kernel op: %w", err)
+	}
+	d := o.Kernel.Dim()
+	if len(o.X) == 0 || len(o.X)%d != 0 {
+		return fmt.Errorf("kernel op: %d input values for d=%d", len(o.X), d)
+	}
+	n := len(o.X) / d
+	if len(o.Offsets) < 2 || o.Offsets[0] != 0 || o.Offsets[len(o.Offsets)-1] != n {
+		return fmt.Errorf("kernel op: shard offsets must run from 0 to the %d rows", n)
+	}
+	for i := 1; i < len(o.Offsets); i++ {
+		if o.Offsets[i] < o.Offsets[i-1] {
+			return fmt.Errorf("kernel op: shard offsets decrease at shard %d", i)
+		}
+	}
+	for _, v := range o.X {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("kernel op: inputs are not finite")
+		}
+	}
+	return nil
+}
+
+// N is the number of training rows n.
+func (o *KernelOp) N() int { return len(o.X) / o.Kernel.Dim() }
+
+// rowsOf returns the first row and row count of shard ref in X, checking the shard's table.
+func (o *KernelOp) rowsOf(ref shard.Ref, tab *shard.Table) (lo, rows int, err error) {
+	if ref.Index < 0 || ref.Index+1 >= len(o.Offsets) {
+		return 0, 0, fmt.Errorf("kernel task: shard %d of a job with %d shards", ref.Index, len(o.Offsets)-1)
+	}
+	lo, hi := o.Offsets[ref.Index], o.Offsets[ref.Index+1]
+	if tab != nil && tab.N() != hi-lo {
+		return 0, 0, fmt.Errorf("kernel task: shard %d has %d rows, the job's inputs give it %d", ref.Index, tab.N(), hi-lo)
+	}
+	if tab != nil && tab.D != o.Kernel.Dim() {
+		return 0, 0, fmt.Errorf("kernel task: shard %d has %d inputs, the kernel %d", ref.Index, tab.D, o.Kernel.Dim())
+	}
+	return lo, hi - lo, nil
+}
+
+// scaledX returns X with column j divided by lengthscale j, computed once per op.
+func (o *KernelOp) scaledX() []float64 {
+	o.scaleOnce.Do(func() {
+		d := o.Kernel.Dim()
+		o.scaled = make([]float64, len(o.X))
+		for i, v := range o.X {
+			o.scaled[i] = v / o.Kernel.Lengthscales[i%d]
+		}
+	})
+	return o.scaled
+}
+
+// fill writes rows lo..lo+rows-1 of K (rows x n, row-major) into dst.
+func (o *KernelOp) fill(lo, rows int, dst []float64) {
+	o.fillWith(lo, rows, nil, dst, kernel.BlockK)
+}
+
+// fillCols writes rows lo..lo+rows-1 of K[:, idx] (rows x len(idx), row-major) into dst.
+func (o *KernelOp) fillCols(lo, rows int, idx []int, dst []float64) {
+	o.fillWith(lo, rows, idx, dst, kernel.BlockK)
+}
+
+// fillQ writes rows lo..lo+rows-1 of Q, Q_im = sigma_f^2 q(r_im) (kernel.Family.ProfileGrad).
+func (o *KernelOp) fillQ(lo, rows int, dst []float64) {
+	o.fillWith(lo, rows, nil, dst, kernel.BlockQ)
+}
+
+// fillWith writes sigma_f^2 f(r_im^2) (f = k0 or q) for rows i = lo..lo+rows-1 and columns m in
+// idx (all n columns when idx is nil), row-major, from the inputs scaled by the lengthscales
+// (kernel.Family.ScaledBlock: an entry's bits depend only on its two rows, so cached and
+// on-the-fly blocks agree).
+func (o *KernelOp) fillWith(lo, rows int, idx []int, dst []float64, v kernel.BlockValue) {
+	d := o.Kernel.Dim()
+	xs := o.scaledX()
+	xb := xs
+	if idx != nil {
+		xb = make([]float64, len(idx)*d)
+		for c, m := range idx {
+			copy(xb[c*d:(c+1)*d], xs[m*d:(m+1)*d])
+		}
+	}
+	o.Kernel.Family.ScaledBlock(v, o.Kernel.SignalVariance, xs[lo*d:(lo+rows)*d], xb, d, dst, len(xb)/d)
+}
+
+// block returns shard index's cached kernel block (rows x n), forming and caching it when it
+// fits in the budget; nil means the caller forms rows on the fly.
+func (o *KernelOp) block(index, lo, rows int) []float64 {
+	limit := o.CacheBytes
+	if limit == 0 {
+		limit = DefaultKernelCacheBytes
+	}
+	size := int64(rows) * int64(o.N()) * 8
+	o.mu.Lock()
+	if b, ok := o.blocks[index]; ok {
+		o.mu.Unlock()
+		return b
+	}
+	if limit < 0 || o.used+size > limit {
+		o.mu.Unlock()
+		return nil
+	}
+	o.used += size // reserve before computing, so concurrent shards respect the budget
+	o.mu.Unlock()
+	b := make([]float64, rows*o.N())
+	o.fill(lo, rows, b)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.blocks == nil {
+		o.blocks = map[int][]float64{}
+	}
+	if old, ok := o.blocks[index]; ok { // another task formed it meanwhile
+		o.used -= size
+		return old
+	}
+	o.blocks[index] = b
+	return b
+}
+
+// KernelTaskKind selects what a KernelTask computes.
+type KernelTaskKind int
+
+const (
+	// KernelMVM: the shard's rows of K V for V n x k (column-major), or with Idx set, of
+	// K[:, Idx] V for V len(Idx) x k.
+	KernelMVM KernelTaskKind = iota + 1
+	// KernelQuad: for p pairs of n-vectors (a_c, b_c), the sums over the shard's rows i of
+	// a_c[i] (dK/dtheta_j)[i, :] b_c for the kernel's d+1 log-hyperparameters theta_j.
+	KernelQuad
+	// KernelCols: the shard's rows of K[:, Idx].
+	KernelCols
+)
+
+// KernelTask is one kernel map step over a KernelOp:
+//
+//   - KernelMVM with V (n x K, column-major) returns reduce.Rows with D = K holding the shard's
+//     rows of K V (row-major) and zero Y; merged in shard order they are K V, row by row. With
+//     Idx set, V is len(Idx) x K and the product is K[:, Idx] V (KMCG's R = k(X, X_M) S), formed
+//     on the fly at O(rows len(Idx) d) per shard.
+//   - KernelQuad with A and B (n x K each, column-major: K pairs) returns reduce.Sum with one
+//     part of K*(d+1) values, [c*(d+1)+j] = sum_{i in shard} A[i,c] sum_m dK[i,m]/dtheta_j B[m,c],
+//     with theta = (log l_1..log l_d, log sigma_f^2) (kernel.EvalGrad's order); merged, the sums
+//     are a_c^T (dK/dtheta_j) b_c.
+//   - KernelCols with Idx returns reduce.Rows with D = len(Idx) holding the shard's rows of
+//     K[:, Idx]: gathered in shard order, the columns k(X, x_i) for the pivoted Cholesky.
+type KernelTask struct {
+	Op   *KernelOp
+	Kind KernelTaskKind
+	K    int
+	V    []float64
+	A, B []float64
+	Idx  []int
+}
+
+// Check validates the task's shapes against its op.
+func (t *KernelTask) Check() error {
+	if t.Op == nil {
+		return fmt.Errorf("kernel task: no kernel op")
+	}
+	n := t.Op.N()
+	switch t.Kind {
+	case KernelMVM:
+		m := n
+		if len(t.Idx) > 0 {
+			m = len(t.Idx)
+			if err := checkIdx(t.Idx, n); err != nil {
+				return err
+			}
+		}
+		if t.K < 1 || len(t.V) != m*t.K {
+			return fmt.Errorf("kernel task: %d values for %d vectors of %d rows", len(t.V), t.K, m)
+		}
+	case KernelQuad:
+		if t.K < 1 || len(t.A) != n*t.K || len(t.B) != n*t.K {
+			return fmt.Errorf("kernel task: %d and %d values for %d pairs of %d rows", len(t.A), len(t.B), t.K, n)
+		}
+	case KernelCols:
+		if len(t.Idx) == 0 {
+			return fmt.Errorf("kernel task: no columns")
+		}
+		return checkIdx(t.Idx, n)
+	default:
+		return fmt.Errorf("kernel task: unknown kind %d", t.Kind)
+	}
+	return nil
+}
+
+func checkIdx(idx []int, n int) error {
+	for _, i := range idx {
+		if i < 0 || i >= n {
+			return fmt.Errorf("kernel task: column %d of %d", i, n)
+		}
+	}
+	return nil
+}
+
+// Map computes the shard's part.
+func (t *KernelTask) Map(ctx context.Context, ref shard.Ref, tab *shard.Table) (reduce.Stats, error) {
+	if err := t.Check(); err != nil {
+		return nil, err
+	}
+	lo, rows, err := t.Op.rowsOf(ref, tab)
+	if err != nil {
+		return nil, err
+	}
+	switch t.Kind {
+	case KernelMVM:
+		return t.mvm(ctx, ref.Index, lo, rows)
+	case KernelQuad:
+		return t.quad(ctx, lo, rows)
+	}
+	return t.cols(lo, rows), nil
+}
+
+func (t *KernelTask) mvm(ctx context.Context, index, lo, rows int) (reduce.Stats, error) {
+	k := t.K
+	out := &reduce.Rows{D: k, X: make([]float64, rows*k), Y: make([]float64, rows)}
+	if rows == 0 {
+		return out, nil
+	}
+	// The columns of K taken: all n, or Idx (K[:, Idx] V, never cached).
+	m := t.Op.N()
+	var cached []float64
+	if len(t.Idx) > 0 {
+		m = len(t.Idx)
+	} else {
+		cached = t.Op.block(index, lo, rows)
+	}
+	// V is m x k column-major, which is the row-major k x m matrix V^T. The product runs over
+	// blocks of kernelBlockRows rows whether the shard's kernel block is cached or formed on the
+	// fly, so both give the same bits (which shards a process caches depends on its memory).
+	vt := blas64.General{Rows: k, Cols: m, Stride: m, Data: t.V}
+	var buf []float64
+	if cached == nil {
+		buf = make([]float64, min(rows, kernelBlockRows)*m)
+	}
+	for r0 := 0; r0 < rows; r0 += kernelBlockRows {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		nr := min(kernelBlockRows, rows-r0)
+		kb := buf
+		switch {
+		case cached != nil:
+			kb = cached[r0*m:]
+		case len(t.Idx) > 0:
+			t.Op.fillCols(lo+r0, nr, t.Idx, buf)
+		default:
+			t.Op.fill(lo+r0, nr, buf)
+		}
+		Kb := blas64.General{Rows: nr, Cols: m, Stride: m, Data: kb[:nr*m]}
+		C := blas64.General{Rows: nr, Cols: k, Stride: k, Data: out.X[r0*k : (r0+nr)*k]}
+		linalg.Gemm(blas.NoTrans, blas.Trans, 1, Kb, vt, 0, C)
+	}
+	return out, nil
+}
+
+// quad computes the derivative forms by matrix products. With t_j = xs_ij - xs_mj the scaled
+// differences (xs = X / l) and Q_im = sigma_f^2 q(r_im) (kernel.Family.ProfileGrad),
+//
+//	dK_im/dlog l_j = Q_im t_j^2,   dK/dlog sigma_f^2 = K,
+//	sum_m dK_im/dlog l_j b_m = xs_ij^2 (Q b)_i - 2 xs_ij (Q (xs_j .* b))_i + (Q (xs_j^2 .* b))_i,
+//
+// so one product of each block of Q rows with the n x (2d+1)k matrix [b, xs_j .* b, xs_j^2 .* b]
+// gives every lengthscale form (for RBF, Q = K also gives K b).
+func (t *KernelTask) quad(ctx context.Context, lo, rows int) (reduce.Stats, error) {
+	n, k, d := t.Op.N(), t.K, t.Op.Kernel.Dim()
+	np, w := d+1, 2*d+1
+	xs := t.Op.scaledX()
+	// Bext row-major n x (w k): column c*w is b_c, c*w+1+j is xs_j .* b_c, c*w+1+d+j is xs_j^2 .* b_c.
+	bext := make([]float64, n*w*k)
+	for m := 0; m < n; m++ {
+		row := bext[m*w*k : (m+1)*w*k]
+		xm := xs[m*d : (m+1)*d]
+		for c := 0; c < k; c++ {
+			b := t.B[c*n+m]
+			col := row[c*w : (c+1)*w]
+			col[0] = b
+			for j, v := range xm {
+				col[1+j] = v * b
+				col[1+d+j] = v * v * b
+			}
+		}
+	}
+	rbf := t.Op.Kernel.Family == kernel.RBF
+	sum := make([]float64, k*np)
+	if rows == 0 {
+		return &reduce.Sum{Parts: [][]float64{sum}, N: 0}, nil
+	}
+	bs := min(rows, kernelBlockRows)
+	qb := make([]float64, bs*n)
+	cq := make([]float64, bs*w*k)
+	var kb, ck []float64
+	if !rbf {
+		kb, ck = make([]float64, bs*n), make([]float64, bs*k)
+	}
+	Bm := blas64.General{Rows: n, Cols: w * k, Stride: w * k, Data: bext}
+	bt := blas64.General{Rows: k, Cols: n, Stride: n, Data: t.B}
+	for r0 := 0; r0 < rows; r0 += kernelBlockRows {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		nr := min(kernelBlockRows, rows-r0)
+		t.Op.fillQ(lo+r0, nr, qb)
+		linalg.Gemm(blas.NoTrans, blas.NoTrans, 1, blas64.General{Rows: nr, Cols: n, Stride: n, Data: qb[:nr*n]}, Bm,
+			0, blas64.General{Rows: nr, Cols: w * k, Stride: w * k, Data: cq[:nr*w*k]})
+		if !rbf {
+			t.Op.fill(lo+r0, nr, kb)
+			linalg.Gemm(blas.NoTrans, blas.Trans, 1, blas64.General{Rows: nr, Cols: n, Stride: n, Data: kb[:nr*n]}, bt,
+				0, blas64.General{Rows: nr, Cols: k, Stride: k, Data: ck[:nr*k]})
+		}
+		for i := 0; i < nr; i++ {
+			gi := lo + r0 + i
+			xi := xs[gi*d : (gi+1)*d]
+			for c := 0; c < k; c++ {
+				a := t.A[c*n+gi]
+				if a == 0 {
+					continue
+				}
+				cc := cq[(i*k+c)*w : (i*k+c+1)*w]
+				s := sum[c*np : (c+1)*np]
+				for j, v := range xi {
+					s[j] += a * (v*v*cc[0] - 2*v*cc[1+j] + cc[1+d+j])
+				}
+				if rbf {
+					s[d] += a * cc[0]
+				} else {
+					s[d] += a * ck[i*k+c]
+				}
+			}
+		}
+	}
+	return &reduce.Sum{Parts: [][]float64{sum}, N: rows}, nil
+}
+
+func (t *KernelTask) cols(lo, rows int) reduce.Stats {
+	out := &reduce.Rows{D: len(t.Idx), X: make([]float64, rows*len(t.Idx)), Y: make([]float64, rows)}
+	t.Op.fillCols(lo, rows, t.Idx, out.X)
+	return out
+}

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/gpreduce/gpreduce/internal/coordinator/store"
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
 
@@ -84,7 +85,7 @@ func (s *Server) fetchBlobFrom(ctx context.Context, addr, hash string, size int6
 		}
 		buf = append(buf, ch.GetData()...)
 	}
-	if int64(len(buf)) != size || blobHash(buf) != hash {
+	if int64(len(buf)) != size || store.BlobHash(buf) != hash {
 		return nil, fmt.Errorf("got %d bytes that do not match the recorded size %d and sha256", len(buf), size)
 	}
 	return buf, nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"time"
 
@@ -94,19 +93,16 @@ func jobProto(j store.Job) *pb.Job {
 	if js, err := decodeSpec(j.Spec); err == nil {
 		out.Spec = js
 	}
-	var m jobMetrics
-	if len(j.Metrics) > 0 && json.Unmarshal(j.Metrics, &m) == nil {
-		out.Hyperparameters = &pb.Hyperparameters{
-			Lengthscales: m.Hyperparameters.Lengthscales, SignalVariance: m.Hyperparameters.SignalVariance,
-			NoiseVariance: m.Hyperparameters.NoiseVariance,
-		}
-		out.NTrain, out.LogLikelihood, out.TrainSeconds = int64(m.NTrain), m.LogLikelihood, m.TrainSeconds
-		out.Iteration = int32(m.Iterations)
-		if c := m.MethodChoice; c != nil {
-			out.MethodChoice = &pb.MethodChoice{Method: c.Method, Reason: c.Reason}
-		}
-		for _, w := range m.Warnings {
-			out.Warnings = append(out.Warnings, &pb.Warning{Code: w.Code, Message: w.Message})
+	if len(j.Metrics) > 0 {
+		if m, err := decodeMetrics(j.Metrics); err == nil {
+			if m.GetModelBytes() == 0 { // recorded before the metrics held it
+				m.ModelBytes = j.ModelSize
+			}
+			out.Metrics = m
+			// The fields of the metrics that Job repeats for older clients.
+			out.Hyperparameters, out.NTrain, out.LogLikelihood = m.GetHyperparameters(), m.GetNTrain(), m.GetLogLikelihood()
+			out.TrainSeconds, out.Iteration, out.MethodChoice = m.GetTrainSeconds(), m.GetIterations(), m.GetMethodChoice()
+			out.Warnings = append(out.Warnings, m.GetWarnings()...)
 		}
 	}
 	return out

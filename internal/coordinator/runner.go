@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -10,12 +9,14 @@ import (
 
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/gpreduce/gpreduce/internal/coordinator/store"
 	"github.com/gpreduce/gpreduce/internal/engine/remote"
 	"github.com/gpreduce/gpreduce/internal/model"
 	"github.com/gpreduce/gpreduce/internal/shard"
 	"github.com/gpreduce/gpreduce/internal/train"
+	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
 
 // DefaultCheckpointInterval is the least time between two optimizer checkpoints of a job.
@@ -322,7 +323,7 @@ func (r *runner) execute(ctx context.Context, log zerolog.Logger, j store.Job) e
 	if err != nil {
 		return fmt.Errorf("encode model: %w", err)
 	}
-	metricsJSON, err := modelMetrics(m, time.Since(start))
+	metricsJSON, err := encodeMetrics(jobMetrics(m, len(b), time.Since(start)))
 	if err != nil {
 		return err
 	}
@@ -337,54 +338,42 @@ func (r *runner) execute(ctx context.Context, log zerolog.Logger, j store.Job) e
 	return nil
 }
 
-// jobMetrics is the metrics JSON stored with a model.
-type jobMetrics struct {
-	Hyperparameters hyperJSON `json:"hyperparameters"`
-	NTrain          int       `json:"n_train"`
-	LogLikelihood   float64   `json:"log_likelihood"`
-	Iterations      int       `json:"iterations"`
-	TrainSeconds    float64   `json:"train_seconds"`
-	// MethodChoice is set for a job submitted with method auto; Warnings lists the model's.
-	MethodChoice *choiceJSON `json:"method_choice,omitempty"`
-	Warnings     []warnJSON  `json:"warnings,omitempty"`
-}
-
-// choiceJSON is the method auto chose and why.
-type choiceJSON struct {
-	Method string `json:"method"`
-	Reason string `json:"reason"`
-}
-
-// warnJSON is one model warning (model.Warning).
-type warnJSON struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
-
-// hyperJSON holds hyperparameters in the original units of the data.
-type hyperJSON struct {
-	Lengthscales   []float64 `json:"lengthscales"`
-	SignalVariance float64   `json:"signal_variance"`
-	NoiseVariance  float64   `json:"noise_variance"`
-}
-
-func modelMetrics(m *model.Model, took time.Duration) ([]byte, error) {
+// jobMetrics are the figures of job's trained model m, encoded in modelBytes bytes, trained
+// in took: the one shape of a job's metrics from here to the CLI (pb.JobMetrics).
+func jobMetrics(m *model.Model, modelBytes int, took time.Duration) *pb.JobMetrics {
 	h := m.Original()
-	jm := jobMetrics{
-		Hyperparameters: hyperJSON{Lengthscales: h.Lengthscales, SignalVariance: h.SignalVariance, NoiseVariance: h.NoiseVariance},
-		NTrain:          m.NTrain, LogLikelihood: m.LogLik, Iterations: m.Iterations, TrainSeconds: took.Seconds(),
+	jm := &pb.JobMetrics{
+		Hyperparameters: &pb.Hyperparameters{Lengthscales: h.Lengthscales, SignalVariance: h.SignalVariance, NoiseVariance: h.NoiseVariance},
+		NTrain:          int64(m.NTrain), LogLikelihood: m.LogLik, Iterations: int32(m.Iterations),
+		TrainSeconds: took.Seconds(), ModelBytes: int64(modelBytes),
 	}
 	if m.Choice != nil {
-		jm.MethodChoice = &choiceJSON{Method: m.Method, Reason: m.Choice.Reason}
+		jm.MethodChoice = &pb.MethodChoice{Method: m.Method, Reason: m.Choice.Reason}
 	}
 	for _, w := range m.Warnings {
-		jm.Warnings = append(jm.Warnings, warnJSON{Code: w.Code, Message: w.Message})
+		jm.Warnings = append(jm.Warnings, &pb.Warning{Code: w.Code, Message: w.Message})
 	}
-	b, err := json.Marshal(jm)
+	return jm
+}
+
+// encodeMetrics is the form of metrics stored with the model (store.Job.Metrics): JSON
+// with the proto field names, which are the names of the JSON records of earlier versions,
+// so decodeMetrics reads both.
+func encodeMetrics(m *pb.JobMetrics) ([]byte, error) {
+	b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
 	if err != nil {
 		return nil, fmt.Errorf("encode model metrics: %w", err)
 	}
 	return b, nil
+}
+
+// decodeMetrics reads the metrics stored with a model.
+func decodeMetrics(b []byte) (*pb.JobMetrics, error) {
+	m := &pb.JobMetrics{}
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, m); err != nil {
+		return nil, fmt.Errorf("decode model metrics: %w", err)
+	}
+	return m, nil
 }
 
 // observer turns training events into job events (and debug log lines).

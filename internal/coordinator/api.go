@@ -46,7 +46,7 @@ func policy(token, joinToken string) auth.Policy {
 // naming the leader's API address, also set in the LeaderTrailer trailer, or Unavailable
 // while no leader is known. setTrailer sets the trailer on the call.
 func (s *Server) notLeader(setTrailer func(metadata.MD)) error {
-	addr := s.node.LeaderAPI()
+	addr := s.state.LeaderAPI()
 	if addr == "" {
 		return status.Error(codes.Unavailable, "not the leader, and no leader is known yet (election in progress); retry shortly")
 	}
@@ -60,7 +60,7 @@ func unaryTrailer(ctx context.Context) func(metadata.MD) {
 
 // requireLeader returns nil on the leader and the redirect otherwise.
 func (s *Server) requireLeader(ctx context.Context) error {
-	if s.node.IsLeader() {
+	if s.state.IsLeader() {
 		return nil
 	}
 	return s.notLeader(unaryTrailer(ctx))
@@ -108,7 +108,7 @@ func (s *Server) ReadIndex(ctx context.Context, _ *pb.ReadIndexRequest) (*pb.Rea
 	if err := s.requireLeader(ctx); err != nil {
 		return nil, err
 	}
-	idx, err := s.node.ReadIndex(ctx)
+	idx, err := s.state.ReadIndex(ctx)
 	if err != nil {
 		return nil, s.unaryStatus(ctx, err)
 	}
@@ -122,11 +122,11 @@ func (s *Server) ReadIndex(ctx context.Context, _ *pb.ReadIndexRequest) (*pb.Rea
 // leader answers Unavailable; one that cannot reach the leader, or does not catch up within
 // followerCatchUp, points the caller to the leader (FailedPrecondition with the trailer).
 func (s *Server) readBarrier(ctx context.Context, setTrailer func(metadata.MD)) error {
-	if s.node.IsLeader() {
-		_, err := s.node.ReadIndex(ctx)
+	if s.state.IsLeader() {
+		_, err := s.state.ReadIndex(ctx)
 		return s.toStatus(setTrailer, err)
 	}
-	leader := s.node.LeaderAPI()
+	leader := s.state.LeaderAPI()
 	if leader == "" || leader == s.advertise {
 		return s.notLeader(setTrailer)
 	}
@@ -141,7 +141,7 @@ func (s *Server) readBarrier(ctx context.Context, setTrailer func(metadata.MD)) 
 		s.log.Debug().Err(err).Str("leader", leader).Msg("read index from the leader failed; redirecting the read")
 		return s.notLeader(setTrailer)
 	}
-	if err := s.node.WaitApplied(cctx, resp.GetIndex()); err != nil {
+	if err := s.state.WaitApplied(cctx, resp.GetIndex()); err != nil {
 		s.log.Debug().Err(err).Msg("not caught up with the leader; redirecting the read")
 		return s.notLeader(setTrailer)
 	}

@@ -35,11 +35,11 @@ func (p *blobPeers) fetch(ctx context.Context, hash string, size int64) ([]byte,
 // fetchBlob gets blob hash from the leader or another member.
 func (s *Server) fetchBlob(ctx context.Context, hash string, size int64) ([]byte, error) {
 	var addrs []string
-	if l := s.node.LeaderAPI(); l != "" && l != s.advertise {
+	if l := s.state.LeaderAPI(); l != "" && l != s.advertise {
 		addrs = append(addrs, l)
 	}
-	for id, a := range s.node.MemberAPIs() {
-		if id != s.node.ID() && a != s.advertise && (len(addrs) == 0 || a != addrs[0]) {
+	for id, a := range s.state.MemberAPIs() {
+		if id != s.state.ID() && a != s.advertise && (len(addrs) == 0 || a != addrs[0]) {
 			addrs = append(addrs, a)
 		}
 	}

@@ -59,7 +59,7 @@ func (s *Server) runRetention(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if !s.node.IsLeader() {
+		if !s.state.IsLeader() {
 			continue
 		}
 		ids := expired(s.state.JobViews(), s.cfg.RetainJobs, s.cfg.RetainFor, time.Now())

@@ -155,10 +155,12 @@ func (c *ServerConfig) nodeConfig() store.Config {
 type Server struct {
 	pb.UnimplementedCoordinatorServer
 
-	cfg  ServerConfig
-	log  zerolog.Logger
-	node *store.Node // this member: its life cycle, readiness and blob serving
-	// state is node as the API and the runner use it: the narrow store.Store.
+	cfg ServerConfig
+	log zerolog.Logger
+	// node is this member's raft node, used only for its life cycle (bootstrap, readiness,
+	// close) and to serve its blobs; state is the same node as everything else (the API, the
+	// runner, the member sync) uses it, through the narrow store.Store interface.
+	node      *store.Node
 	state     store.Store
 	pool      *registry
 	events    *eventBatcher
@@ -428,11 +430,11 @@ func (s *Server) Close() error {
 // records its own, a follower whose address is missing or stale asks the leader to (by
 // joining again, which for a member is a no-op besides that).
 func (s *Server) syncMember(ctx context.Context) {
-	changes := s.node.LeadershipChanges()
+	changes := s.state.LeadershipChanges()
 	t := time.NewTicker(memberSyncInterval)
 	defer t.Stop()
 	for {
-		if s.state.MemberAPI(s.node.ID()) != s.advertise {
+		if s.state.MemberAPI(s.state.ID()) != s.advertise {
 			if err := s.recordSelf(ctx); err != nil && ctx.Err() == nil {
 				s.log.Debug().Err(err).Msg("recording this member's API address failed; will retry")
 			}
@@ -452,18 +454,18 @@ func (s *Server) syncMember(ctx context.Context) {
 func (s *Server) recordSelf(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, peerCallTimeout)
 	defer cancel()
-	if s.node.IsLeader() {
-		return s.node.SetMemberAPI(ctx, s.node.ID(), s.advertise)
+	if s.state.IsLeader() {
+		return s.state.SetMemberAPI(ctx, s.state.ID(), s.advertise)
 	}
-	leader := s.node.LeaderAPI()
+	leader := s.state.LeaderAPI()
 	if leader == "" || leader == s.advertise {
 		return nil
 	}
-	servers, err := s.node.Servers(ctx)
+	servers, err := s.state.Servers(ctx)
 	if err != nil {
 		return err
 	}
-	if !slices.ContainsFunc(servers, func(m store.Member) bool { return m.ID == s.node.ID() }) {
+	if !slices.ContainsFunc(servers, func(m store.Member) bool { return m.ID == s.state.ID() }) {
 		return nil // not (or no longer) a member: never re-add ourselves
 	}
 	return s.joinVia(ctx, leader)

@@ -105,7 +105,7 @@ type Config struct {
 	Bootstrap bool
 	// Logger receives the node's and raft's logs.
 	Logger zerolog.Logger
-	// FetchBlob gets a model or checkpoint this node lacks from another member (the Server
+	// FetchBlob gets a model or checkpoint this node lacks from another member (the coordinator
 	// asks them over gRPC). Snapshots carry blob hashes, not bytes, so a node that installs
 	// one from the leader needs it; without it such a node cannot serve those blobs.
 	FetchBlob BlobFetcher

@@ -180,9 +180,9 @@ func TestClientFollowsLeader(t *testing.T) {
 	leader := startFake(t, nil)
 	follower := startFake(t, &leader.addr)
 	leader.jobs["j-7"] = &pb.Job{Id: "j-7", State: pb.JobState_JOB_STATE_SUCCEEDED, Iteration: 12, Objective: -1.25,
-		Spec:            &pb.JobSpec{Method: "gl", Kernel: "rbf", MaxIter: 100, Data: &pb.DataSource{Uri: "/d.csv"}},
-		Hyperparameters: &pb.Hyperparameters{Lengthscales: []float64{0.5}, SignalVariance: 2, NoiseVariance: 0.01},
-		NTrain:          400, ModelBytes: 1234}
+		Spec: &pb.JobSpec{Method: "gl", Kernel: "rbf", MaxIter: 100, Data: &pb.DataSource{Uri: "/d.csv"}},
+		Metrics: &pb.JobMetrics{Hyperparameters: &pb.Hyperparameters{Lengthscales: []float64{0.5}, SignalVariance: 2, NoiseVariance: 0.01},
+			NTrain: 400, ModelBytes: 1234}}
 	code, out, errOut := run(t, "status", "j-7", "--json", "--addr", follower.addr, "--token", testToken)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)

@@ -283,7 +283,7 @@ func clusterDemo(ctx context.Context, e *env, log zerolog.Logger, tr, te *shard.
 	if err != nil {
 		return nil, nil, fmt.Errorf("the model of job %s: %w", final.GetId(), err)
 	}
-	if s := final.GetTrainSeconds(); s > 0 {
+	if s := final.GetMetrics().GetTrainSeconds(); s > 0 {
 		trainSec = s
 	}
 	r, err := score(m, tr, te, k, demoWorkers, trainSec)

@@ -29,10 +29,6 @@ func stateName(s pb.JobState) string {
 	return strings.ToLower(strings.TrimPrefix(s.String(), "JOB_STATE_"))
 }
 
-func terminal(s pb.JobState) bool {
-	return s == pb.JobState_JOB_STATE_SUCCEEDED || s == pb.JobState_JOB_STATE_FAILED || s == pb.JobState_JOB_STATE_CANCELED
-}
-
 // jobResult is a job as status --json, jobs --json and submit --json print it.
 type jobResult struct {
 	ID              string       `json:"id"`
@@ -72,12 +68,12 @@ func newJobResult(j *pb.Job) *jobResult {
 		Iteration: j.GetIteration(), MaxIter: s.GetMaxIter(), Objective: j.GetObjective(),
 		Created: time.Unix(0, j.GetCreatedUnixNano()).UTC(), Updated: time.Unix(0, j.GetUpdatedUnixNano()).UTC(),
 	}
-	if j.GetState() == pb.JobState_JOB_STATE_SUCCEEDED {
-		if h := j.GetHyperparameters(); h != nil {
+	if m := j.GetMetrics(); j.GetState() == pb.JobState_JOB_STATE_SUCCEEDED && m != nil {
+		if h := m.GetHyperparameters(); h != nil {
 			r.Hyperparameters = &hyperResult{Lengthscales: h.GetLengthscales(), SignalVariance: h.GetSignalVariance(), NoiseVariance: h.GetNoiseVariance()}
 		}
-		r.Metrics = &jobMetrics{NTrain: j.GetNTrain(), LogLikelihood: j.GetLogLikelihood(), TrainSeconds: j.GetTrainSeconds(), ModelBytes: j.GetModelBytes()}
-		if c := j.GetMethodChoice(); c != nil {
+		r.Metrics = &jobMetrics{NTrain: m.GetNTrain(), LogLikelihood: m.GetLogLikelihood(), TrainSeconds: m.GetTrainSeconds(), ModelBytes: m.GetModelBytes()}
+		if c := m.GetMethodChoice(); c != nil {
 			r.ChosenMethod, r.MethodReason = c.GetMethod(), c.GetReason()
 		}
 		r.Warnings = []warningResult{}
@@ -394,7 +390,7 @@ func watchJob(ctx context.Context, c *client, id string, show func(*pb.JobEvent)
 				emit(&pb.JobEvent{JobId: id, State: j.GetState(), Phase: "optimize", Iteration: j.GetIteration(),
 					MaxIter: j.GetSpec().GetMaxIter(), Objective: j.GetObjective(), Message: j.GetError()})
 			}
-			if terminal(j.GetState()) {
+			if j.GetState().Finished() {
 				return j, nil
 			}
 		}

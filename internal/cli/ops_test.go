@@ -30,7 +30,7 @@ func (f *opsCoordinator) DeleteJob(ctx context.Context, req *pb.DeleteJobRequest
 		if !ok {
 			return nil, status.Errorf(codes.NotFound, "job %q not found", id)
 		}
-		if !terminal(j.GetState()) {
+		if !j.GetState().Finished() {
 			return nil, status.Errorf(codes.FailedPrecondition, "job %q is %s: cancel it first", id, stateName(j.GetState()))
 		}
 	}

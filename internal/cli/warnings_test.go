@@ -240,7 +240,7 @@ func TestWarningsPrinted(t *testing.T) {
 
 	// The job status: the proto fields as the coordinator fills them.
 	j := &pb.Job{Id: "j-7", State: pb.JobState_JOB_STATE_SUCCEEDED, Spec: &pb.JobSpec{Method: "auto", Kernel: "rbf"},
-		MethodChoice: &pb.MethodChoice{Method: m.Method, Reason: m.Choice.Reason}, Hyperparameters: &pb.Hyperparameters{}}
+		Metrics: &pb.JobMetrics{MethodChoice: &pb.MethodChoice{Method: m.Method, Reason: m.Choice.Reason}, Hyperparameters: &pb.Hyperparameters{}}}
 	for _, w := range m.Warnings {
 		j.Warnings = append(j.Warnings, &pb.Warning{Code: w.Code, Message: w.Message})
 	}

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/gpreduce/gpreduce/internal/coordinator/store"
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
 
@@ -34,11 +35,11 @@ func (p *blobPeers) fetch(ctx context.Context, hash string, size int64) ([]byte,
 // fetchBlob gets blob hash from the leader or another member.
 func (s *Server) fetchBlob(ctx context.Context, hash string, size int64) ([]byte, error) {
 	var addrs []string
-	if l := s.node.LeaderAPI(); l != "" && l != s.advertise {
+	if l := s.state.LeaderAPI(); l != "" && l != s.advertise {
 		addrs = append(addrs, l)
 	}
-	for id, a := range s.node.MemberAPIs() {
-		if id != s.node.ID() && a != s.advertise && (len(addrs) == 0 || a != addrs[0]) {
+	for id, a := range s.state.MemberAPIs() {
+		if id != s.state.ID() && a != s.advertise && (len(addrs) == 0 || a != addrs[0]) {
 			addrs = append(addrs, a)
 		}
 	}
@@ -84,7 +85,7 @@ func (s *Server) fetchBlobFrom(ctx context.Context, addr, hash string, size int6
 		}
 		buf = append(buf, ch.GetData()...)
 	}
-	if int64(len(buf)) != size || blobHash(buf) != hash {
+	if int64(len(buf)) != size || store.BlobHash(buf) != hash {
 		return nil, fmt.Errorf("got %d bytes that do not match the recorded size %d and sha256", len(buf), size)
 	}
 	return buf, nil

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hashicorp/raft"
-
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
 
@@ -33,7 +31,7 @@ func (s *Server) bootstrapOrJoin(ctx context.Context) error {
 			return s.join(ctx)
 		case unreachable == 0 || !time.Now().Before(deadline):
 			s.log.Info().Int("unreachable_peers", unreachable).Msg("no peer belongs to a cluster: bootstrapping a new one")
-			return s.node.bootstrapSelf(ctx)
+			return s.node.BootstrapSelf(ctx)
 		}
 		s.log.Info().Int("unreachable_peers", unreachable).Err(err).Msg("waiting for the peers to say whether a cluster exists")
 		select {
@@ -69,17 +67,4 @@ func (s *Server) probePeers(ctx context.Context) (found string, unreachable int,
 		lastErr = err
 	}
 	return "", unreachable, lastErr
-}
-
-// bootstrapSelf bootstraps a single-node cluster with this node as its voter. It fails if
-// the node already has raft state.
-func (n *Node) bootstrapSelf(ctx context.Context) error {
-	boot := raft.Configuration{Servers: []raft.Server{{
-		Suffrage: raft.Voter, ID: raft.ServerID(n.cfg.ID), Address: n.trans.LocalAddr(),
-	}}}
-	if err := n.await(ctx, n.raft.BootstrapCluster(boot)); err != nil {
-		return fmt.Errorf("bootstrap %s: %w", n.cfg.ID, err)
-	}
-	n.log.Info().Str("addr", n.Addr()).Msg("bootstrapped single-node cluster")
-	return nil
 }

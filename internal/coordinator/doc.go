@@ -1,7 +1,7 @@
-// Package coordinator is the replicated state layer of the gpreduce coordinator: a
-// hashicorp/raft node (TCP transport, raft-boltdb log and stable store on bbolt, file
-// snapshots) whose state machine holds the training jobs, their state transitions,
-// checkpoints and finished models (stored in chunks). The job runner, the API and the worker
-// registry build on Node: only the leader proposes changes, and every member can read its
-// local copy of the state.
+// Package coordinator is the gpreduce coordinator application: the Coordinator gRPC API (one
+// file per resource: api_jobs.go, api_events.go, api_models.go, api_workers.go,
+// api_members.go), the job runner that trains the jobs on the workers while this member
+// leads, the worker registry, retention, health and metrics. The replicated state (the raft
+// node, its FSM, state views, snapshots and blob store) is package store; the API and the
+// runner use it through the narrow store.Store interface.
 package coordinator

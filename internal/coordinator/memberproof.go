@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/gpreduce/gpreduce/internal/coordinator/store"
 )
 
 // Membership changes through the API (JoinCluster, RemoveMember) change who may speak raft,
@@ -26,7 +28,7 @@ const (
 
 // memberProof is the proof of the raft secret for a membership call at unix time sec.
 func memberProof(secret []byte, method, id, raftAddr, apiAddr string, sec int64) string {
-	m := hmac.New(sha256.New, labelled(secret, memberProofMAC))
+	m := hmac.New(sha256.New, store.LabelledKey(secret, memberProofMAC))
 	for _, f := range []string{method, id, raftAddr, apiAddr, strconv.FormatInt(sec, 10)} {
 		m.Write([]byte(strconv.Itoa(len(f))))
 		m.Write([]byte{':'})

@@ -5,14 +5,13 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/gpreduce/gpreduce/internal/coordinator/store"
 	"github.com/gpreduce/gpreduce/internal/engine"
 	"github.com/gpreduce/gpreduce/internal/engine/remote"
 	"github.com/gpreduce/gpreduce/internal/reduce"
@@ -29,7 +28,7 @@ type metrics struct {
 	grpc        *grpcMetrics
 }
 
-func newMetrics(node *Node, pool *registry) *metrics {
+func newMetrics(node *store.Node, pool *registry) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		rounds: prometheus.NewCounter(prometheus.CounterOpts{
@@ -61,8 +60,8 @@ func newMetrics(node *Node, pool *registry) *metrics {
 			}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "gpreduce_raft_term", Help: "This coordinator's current raft term; it grows with every election."},
-			func() float64 { return float64(node.raft.CurrentTerm()) }),
-		newStateCollector(node),
+			func() float64 { return float64(node.Term()) }),
+		node.Collector(),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -100,62 +99,6 @@ func serveHTTP(ctx context.Context, lis net.Listener, h http.Handler) error {
 		return err
 	}
 	return nil
-}
-
-// stateCollector reports the jobs by state and the raft state, read when scraped.
-type stateCollector struct {
-	node      *Node
-	jobs      *prometheus.Desc
-	raftState *prometheus.Desc
-	applied   *prometheus.Desc
-	blobs     *prometheus.Desc
-	blobBytes *prometheus.Desc
-}
-
-func newStateCollector(node *Node) *stateCollector {
-	return &stateCollector{
-		node: node,
-		jobs: prometheus.NewDesc("gpreduce_jobs", "Jobs in this coordinator's replicated state, by state.",
-			[]string{"state"}, nil),
-		raftState: prometheus.NewDesc("gpreduce_raft_state",
-			"Raft state of this coordinator: 1 for the current state (leader, follower, candidate, shutdown).",
-			[]string{"state"}, nil),
-		applied: prometheus.NewDesc("gpreduce_raft_applied_index",
-			"Index of the last raft command applied to this coordinator's state.", nil, nil),
-		blobs: prometheus.NewDesc("gpreduce_stored_blobs",
-			"Models and checkpoints in this coordinator's blob store.", nil, nil),
-		blobBytes: prometheus.NewDesc("gpreduce_stored_blob_bytes",
-			"Bytes of the models and checkpoints in this coordinator's blob store.", nil, nil),
-	}
-}
-
-// Describe implements prometheus.Collector.
-func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.jobs
-	ch <- c.raftState
-	ch <- c.applied
-	ch <- c.blobs
-	ch <- c.blobBytes
-}
-
-// Collect implements prometheus.Collector.
-func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
-	counts := c.node.fsm.stateCounts()
-	for _, s := range []JobState{JobPending, JobRunning, JobSucceeded, JobFailed, JobCanceled} {
-		ch <- prometheus.MustNewConstMetric(c.jobs, prometheus.GaugeValue, float64(counts[s]), s.String())
-	}
-	ch <- prometheus.MustNewConstMetric(c.applied, prometheus.GaugeValue, float64(c.node.AppliedIndex()))
-	n, size := c.node.fsm.blobUsage()
-	ch <- prometheus.MustNewConstMetric(c.blobs, prometheus.GaugeValue, float64(n))
-	ch <- prometheus.MustNewConstMetric(c.blobBytes, prometheus.GaugeValue, float64(size))
-	cur := c.node.raft.State()
-	for _, s := range []raft.RaftState{raft.Leader, raft.Follower, raft.Candidate, raft.Shutdown} {
-		v := 0.0
-		if s == cur {
-			v = 1
-		}
-		ch <- prometheus.MustNewConstMetric(c.raftState, prometheus.GaugeValue, v, strings.ToLower(s.String()))
-	}
 }
 
 // countingEngine counts the rounds an engine runs.

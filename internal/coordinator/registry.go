@@ -14,6 +14,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/gpreduce/gpreduce/internal/coordinator/store"
 	"github.com/gpreduce/gpreduce/internal/engine/remote"
 )
 
@@ -62,7 +63,7 @@ func (r *registry) interval() time.Duration { return r.timeout / 3 }
 // else the first free "w-<n>", and a new random session for the worker's tasks.
 func (r *registry) register(name, addr string, cores int) (id, session string, err error) {
 	if addr == "" {
-		return "", "", fmt.Errorf("register worker: empty address: %w", ErrInvalidArgument)
+		return "", "", fmt.Errorf("register worker: empty address: %w", store.ErrInvalidArgument)
 	}
 	b := make([]byte, 16)
 	if _, err := rand.Read(b); err != nil {

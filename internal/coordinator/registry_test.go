@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/gpreduce/gpreduce/internal/coordinator/store"
 	"github.com/gpreduce/gpreduce/internal/engine/remote"
 )
 
@@ -62,7 +63,7 @@ func TestRegistry(t *testing.T) {
 		}
 		seen[session], sessions[id] = true, remote.Session(session)
 	}
-	if _, _, err := r.register("x", "", 1); !errors.Is(err, ErrInvalidArgument) {
+	if _, _, err := r.register("x", "", 1); !errors.Is(err, store.ErrInvalidArgument) {
 		t.Fatalf("empty address: %v", err)
 	}
 	want := []remote.Worker{{ID: "b", Addr: "h1:1"}, {ID: "w-1", Addr: "h2:1"}, {ID: "w-2", Addr: "h3:1"}, {ID: "w-3", Addr: "h4:1"}}

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/gpreduce/gpreduce/internal/coordinator/store"
 )
 
 // Retention: the leader deletes finished jobs (their records, models, checkpoints and events)
@@ -21,14 +23,14 @@ const (
 // expired returns the IDs of the finished jobs in jobs that the rules delete at now: all but
 // the keep newest finished ones (keep > 0), and those finished more than maxAge ago
 // (maxAge > 0). A job's finish time is its UpdatedAt.
-func expired(jobs []Job, keep int, maxAge time.Duration, now time.Time) []string {
-	var done []Job
+func expired(jobs []store.Job, keep int, maxAge time.Duration, now time.Time) []string {
+	var done []store.Job
 	for _, j := range jobs {
 		if j.State.Finished() {
 			done = append(done, j)
 		}
 	}
-	slices.SortFunc(done, func(a, b Job) int { // newest first
+	slices.SortFunc(done, func(a, b store.Job) int { // newest first
 		if c := b.UpdatedAt.Compare(a.UpdatedAt); c != 0 {
 			return c
 		}
@@ -57,13 +59,13 @@ func (s *Server) runRetention(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if !s.node.IsLeader() {
+		if !s.state.IsLeader() {
 			continue
 		}
-		ids := expired(s.node.fsm.jobViews(), s.cfg.RetainJobs, s.cfg.RetainFor, time.Now())
+		ids := expired(s.state.JobViews(), s.cfg.RetainJobs, s.cfg.RetainFor, time.Now())
 		for len(ids) > 0 {
 			n := min(len(ids), retentionBatch)
-			if err := s.node.expireJobs(ctx, ids[:n], time.Time{}); err != nil {
+			if err := s.state.ExpireJobs(ctx, ids[:n], time.Time{}); err != nil {
 				if ctx.Err() == nil {
 					s.log.Warn().Err(err).Msg("retention: deleting finished jobs failed; will retry")
 				}

@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -10,11 +9,14 @@ import (
 
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/gpreduce/gpreduce/internal/coordinator/store"
 	"github.com/gpreduce/gpreduce/internal/engine/remote"
 	"github.com/gpreduce/gpreduce/internal/model"
 	"github.com/gpreduce/gpreduce/internal/shard"
 	"github.com/gpreduce/gpreduce/internal/train"
+	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
 
 // DefaultCheckpointInterval is the least time between two optimizer checkpoints of a job.
@@ -33,7 +35,7 @@ var errJobCanceled = errors.New("job canceled")
 // term ends the runs are canceled without touching the jobs' states: the next leader resumes
 // them.
 type runner struct {
-	node        *Node
+	node        store.Store
 	pool        *registry
 	events      *eventBatcher
 	dial        remote.Dialer
@@ -138,7 +140,7 @@ func (r *runner) resume(t *term) {
 		return
 	}
 	t.ready = true
-	for _, j := range r.node.fsm.jobs(func(j *Job) bool { return j.State == JobPending || j.State == JobRunning }) {
+	for _, j := range r.node.JobsInState(store.JobPending, store.JobRunning) {
 		r.launch(t, j)
 	}
 }
@@ -164,7 +166,7 @@ func (r *runner) start(id string) {
 		return
 	}
 	j, err := r.node.Job(id)
-	if err != nil || (j.State != JobPending && j.State != JobRunning) {
+	if err != nil || (j.State != store.JobPending && j.State != store.JobRunning) {
 		return
 	}
 	r.launch(t, j)
@@ -182,7 +184,7 @@ func (r *runner) cancel(id string) {
 }
 
 // launch starts a run of j in t; r.mu is held.
-func (r *runner) launch(t *term, j Job) {
+func (r *runner) launch(t *term, j store.Job) {
 	if _, running := t.jobs[j.ID]; running {
 		return
 	}
@@ -204,7 +206,7 @@ func (r *runner) launch(t *term, j Job) {
 // runJob runs j to its end and records the outcome, unless the run stopped because the
 // job was canceled, or leadership ended or the node is closing (then the job is left as it
 // is for the next leader).
-func (r *runner) runJob(ctx context.Context, t *term, j Job) {
+func (r *runner) runJob(ctx context.Context, t *term, j store.Job) {
 	log := r.log.With().Str("job", j.ID).Logger()
 	for {
 		err := r.execute(ctx, log, j)
@@ -217,7 +219,7 @@ func (r *runner) runJob(ctx context.Context, t *term, j Job) {
 		case t.ctx.Err() != nil:
 			log.Info().Err(err).Msg("job run stopped: leadership ended or the node is closing; the next leader resumes it")
 			return
-		case errors.Is(err, ErrNotLeader) || errors.Is(err, ErrLeadershipLost) || errors.Is(err, ErrClosed):
+		case errors.Is(err, store.ErrNotLeader) || errors.Is(err, store.ErrLeadershipLost) || errors.Is(err, store.ErrClosed):
 			// A proposal met a leadership change. If this node still leads after a pause,
 			// resume from the last checkpoint; if not, the term ends and the next leader does.
 			log.Warn().Err(err).Msg("job run interrupted by a leadership change")
@@ -227,7 +229,7 @@ func (r *runner) runJob(ctx context.Context, t *term, j Job) {
 			case <-time.After(leadershipRetry):
 			}
 			cur, jerr := r.node.Job(j.ID)
-			if jerr != nil || !r.node.IsLeader() || (cur.State != JobPending && cur.State != JobRunning) {
+			if jerr != nil || !r.node.IsLeader() || (cur.State != store.JobPending && cur.State != store.JobRunning) {
 				return
 			}
 			j = cur
@@ -244,13 +246,13 @@ func (r *runner) fail(ctx context.Context, log zerolog.Logger, id string, err er
 	if s, ok := status.FromError(err); ok {
 		msg = s.Message()
 	}
-	if cur, jerr := r.node.fsm.jobView(id); jerr == nil && cur.State.Finished() {
+	if cur, jerr := r.node.JobView(id); jerr == nil && cur.State.Finished() {
 		log.Info().Err(err).Str("state", cur.State.String()).Msg("job run ended after the job finished")
 		return
 	}
 	log.Warn().Str("error", msg).Msg("job failed")
 	r.flushEvents(ctx, log)
-	if serr := r.node.SetState(ctx, id, JobFailed, msg, time.Time{}); serr != nil {
+	if serr := r.node.SetStateMessage(ctx, id, store.JobFailed, msg, "", time.Time{}); serr != nil {
 		log.Error().Err(serr).Msg("could not mark the job failed")
 	}
 }
@@ -265,7 +267,7 @@ func (r *runner) flushEvents(ctx context.Context, log zerolog.Logger) {
 
 // execute runs job j: marks it running, plans its shards, trains on the workers (resuming
 // from j's checkpoint), stores the model and marks the job succeeded.
-func (r *runner) execute(ctx context.Context, log zerolog.Logger, j Job) error {
+func (r *runner) execute(ctx context.Context, log zerolog.Logger, j store.Job) error {
 	js, err := decodeSpec(j.Spec)
 	if err != nil {
 		return err
@@ -275,8 +277,8 @@ func (r *runner) execute(ctx context.Context, log zerolog.Logger, j Job) error {
 		return err
 	}
 	start := time.Now()
-	if j.State == JobPending {
-		if err := r.node.SetStateMessage(ctx, j.ID, JobRunning, "", "started by "+r.node.ID(), time.Time{}); err != nil {
+	if j.State == store.JobPending {
+		if err := r.node.SetStateMessage(ctx, j.ID, store.JobRunning, "", "started by "+r.node.ID(), time.Time{}); err != nil {
 			return err
 		}
 		log.Info().Str("method", plan.Spec.Method).Str("data", plan.Source.URI).Msg("job started")
@@ -286,7 +288,7 @@ func (r *runner) execute(ctx context.Context, log zerolog.Logger, j Job) error {
 		if len(j.Checkpoint) == 0 {
 			msg = fmt.Sprintf("restarted by %s (no checkpoint)", r.node.ID())
 		}
-		r.publish(eventRec{JobID: j.ID, State: JobRunning, Phase: "state", Iteration: int32(j.Iteration), Objective: j.Objective, Message: msg})
+		r.publish(store.Event{JobID: j.ID, State: store.JobRunning, Phase: "state", Iteration: int32(j.Iteration), Objective: j.Objective, Message: msg})
 		log.Info().Int("iteration", j.Iteration).Int("checkpoint_bytes", len(j.Checkpoint)).Msg("job resumed")
 	}
 
@@ -321,7 +323,7 @@ func (r *runner) execute(ctx context.Context, log zerolog.Logger, j Job) error {
 	if err != nil {
 		return fmt.Errorf("encode model: %w", err)
 	}
-	metricsJSON, err := modelMetrics(m, time.Since(start))
+	metricsJSON, err := encodeMetrics(jobMetrics(m, len(b), time.Since(start)))
 	if err != nil {
 		return err
 	}
@@ -329,68 +331,56 @@ func (r *runner) execute(ctx context.Context, log zerolog.Logger, j Job) error {
 		return err
 	}
 	r.flushEvents(ctx, log)
-	if err := r.node.SetStateMessage(ctx, j.ID, JobSucceeded, "", fmt.Sprintf("model stored (%d bytes)", len(b)), time.Time{}); err != nil {
+	if err := r.node.SetStateMessage(ctx, j.ID, store.JobSucceeded, "", fmt.Sprintf("model stored (%d bytes)", len(b)), time.Time{}); err != nil {
 		return err
 	}
 	log.Info().Int("model_bytes", len(b)).Int("iterations", m.Iterations).Float64("log_likelihood", m.LogLik).Msg("job succeeded")
 	return nil
 }
 
-// jobMetrics is the metrics JSON stored with a model.
-type jobMetrics struct {
-	Hyperparameters hyperJSON `json:"hyperparameters"`
-	NTrain          int       `json:"n_train"`
-	LogLikelihood   float64   `json:"log_likelihood"`
-	Iterations      int       `json:"iterations"`
-	TrainSeconds    float64   `json:"train_seconds"`
-	// MethodChoice is set for a job submitted with method auto; Warnings lists the model's.
-	MethodChoice *choiceJSON `json:"method_choice,omitempty"`
-	Warnings     []warnJSON  `json:"warnings,omitempty"`
-}
-
-// choiceJSON is the method auto chose and why.
-type choiceJSON struct {
-	Method string `json:"method"`
-	Reason string `json:"reason"`
-}
-
-// warnJSON is one model warning (model.Warning).
-type warnJSON struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
-
-// hyperJSON holds hyperparameters in the original units of the data.
-type hyperJSON struct {
-	Lengthscales   []float64 `json:"lengthscales"`
-	SignalVariance float64   `json:"signal_variance"`
-	NoiseVariance  float64   `json:"noise_variance"`
-}
-
-func modelMetrics(m *model.Model, took time.Duration) ([]byte, error) {
+// jobMetrics are the figures of job's trained model m, encoded in modelBytes bytes, trained
+// in took: the one shape of a job's metrics from here to the CLI (pb.JobMetrics).
+func jobMetrics(m *model.Model, modelBytes int, took time.Duration) *pb.JobMetrics {
 	h := m.Original()
-	jm := jobMetrics{
-		Hyperparameters: hyperJSON{Lengthscales: h.Lengthscales, SignalVariance: h.SignalVariance, NoiseVariance: h.NoiseVariance},
-		NTrain:          m.NTrain, LogLikelihood: m.LogLik, Iterations: m.Iterations, TrainSeconds: took.Seconds(),
+	jm := &pb.JobMetrics{
+		Hyperparameters: &pb.Hyperparameters{Lengthscales: h.Lengthscales, SignalVariance: h.SignalVariance, NoiseVariance: h.NoiseVariance},
+		NTrain:          int64(m.NTrain), LogLikelihood: m.LogLik, Iterations: int32(m.Iterations),
+		TrainSeconds: took.Seconds(), ModelBytes: int64(modelBytes),
 	}
 	if m.Choice != nil {
-		jm.MethodChoice = &choiceJSON{Method: m.Method, Reason: m.Choice.Reason}
+		jm.MethodChoice = &pb.MethodChoice{Method: m.Method, Reason: m.Choice.Reason}
 	}
 	for _, w := range m.Warnings {
-		jm.Warnings = append(jm.Warnings, warnJSON{Code: w.Code, Message: w.Message})
+		jm.Warnings = append(jm.Warnings, &pb.Warning{Code: w.Code, Message: w.Message})
 	}
-	b, err := json.Marshal(jm)
+	return jm
+}
+
+// encodeMetrics is the form of metrics stored with the model (store.Job.Metrics): JSON
+// with the proto field names, which are the names of the JSON records of earlier versions,
+// so decodeMetrics reads both.
+func encodeMetrics(m *pb.JobMetrics) ([]byte, error) {
+	b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
 	if err != nil {
 		return nil, fmt.Errorf("encode model metrics: %w", err)
 	}
 	return b, nil
 }
 
+// decodeMetrics reads the metrics stored with a model.
+func decodeMetrics(b []byte) (*pb.JobMetrics, error) {
+	m := &pb.JobMetrics{}
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, m); err != nil {
+		return nil, fmt.Errorf("decode model metrics: %w", err)
+	}
+	return m, nil
+}
+
 // observer turns training events into job events (and debug log lines).
 func (r *runner) observer(id string, log zerolog.Logger) train.Observer {
 	return func(ev train.Event) {
 		log.Debug().Str("phase", ev.Phase).Int("iteration", ev.Iteration).Float64("objective", ev.Objective).Msg(ev.Message)
-		r.publish(eventRec{JobID: id, State: JobRunning, Phase: ev.Phase, Iteration: int32(ev.Iteration),
+		r.publish(store.Event{JobID: id, State: store.JobRunning, Phase: ev.Phase, Iteration: int32(ev.Iteration),
 			MaxIter: int32(ev.MaxIter), Objective: ev.Objective, Message: ev.Message})
 	}
 }
@@ -409,7 +399,7 @@ func (r *runner) onStraggler(ev remote.Straggler) {
 	} else {
 		msg = fmt.Sprintf("round %d shard %d: slow worker %s finished first after all", ev.Round, ev.Shard, ev.Slow.ID)
 	}
-	r.publish(eventRec{JobID: ev.JobID, State: JobRunning, Phase: stragglerPhase, Message: msg})
+	r.publish(store.Event{JobID: ev.JobID, State: store.JobRunning, Phase: stragglerPhase, Message: msg})
 }
 
 // stragglerPhase is the phase of the events that name a slow worker, and the code of the
@@ -417,7 +407,7 @@ func (r *runner) onStraggler(ev remote.Straggler) {
 const stragglerPhase = "straggler"
 
 // publish queues a progress event, stamped now, for replication.
-func (r *runner) publish(ev eventRec) {
+func (r *runner) publish(ev store.Event) {
 	ev.UnixNano = time.Now().UnixNano()
 	r.events.add(ev)
 }
@@ -462,7 +452,7 @@ func (c *checkpointer) write(ctx context.Context, iteration int, objective float
 	c.held = nil
 	err := c.r.node.SaveCheckpoint(ctx, c.id, iteration, objective, data, time.Time{})
 	switch {
-	case errors.Is(err, ErrCheckpointTooLarge):
+	case errors.Is(err, store.ErrCheckpointTooLarge):
 		// A resumed run redoes the work since the last checkpoint that fit, deterministically.
 		c.log.Warn().Err(err).Int("iteration", iteration).Msg("checkpoint not saved")
 		c.r.metrics.checkpoints.WithLabelValues("too_large").Inc()

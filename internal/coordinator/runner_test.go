@@ -2,57 +2,22 @@ package coordinator
 
 import (
 	"bytes"
-	"errors"
-	"io"
-	"maps"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
-)
 
-// TestFSMMembers: API addresses are recorded, replaced, forgotten, and kept in snapshots.
-func TestFSMMembers(t *testing.T) {
-	h := newHarness(t)
-	h.mustApply(opMember, memberCmd{ID: "a", APIAddr: "h:1"})
-	h.mustApply(opMember, memberCmd{ID: "b", APIAddr: "h:2"})
-	h.mustApply(opMember, memberCmd{ID: "a", APIAddr: "h:3"})
-	h.mustApply(opMember, memberCmd{ID: "c", APIAddr: "h:4"})
-	h.mustApply(opMember, memberCmd{ID: "c", Remove: true})
-	for _, bad := range []memberCmd{{APIAddr: "h:5"}, {ID: "d"}} {
-		if err := h.apply(opMember, bad).Err; !errors.Is(err, ErrInvalidArgument) {
-			t.Fatalf("apply %+v: %v", bad, err)
-		}
-	}
-	want := map[string]string{"a": "h:3", "b": "h:2"}
-	if got := h.f.members(); !maps.Equal(got, want) || h.f.memberAPI("a") != "h:3" || h.f.memberAPI("c") != "" {
-		t.Fatalf("members %v, want %v", got, want)
-	}
-	snap, err := h.f.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sink := &memSink{}
-	if err := snap.Persist(sink); err != nil {
-		t.Fatal(err)
-	}
-	r := mustFSM(t)
-	if err := r.Restore(io.NopCloser(bytes.NewReader(sink.buf))); err != nil {
-		t.Fatal(err)
-	}
-	if got := r.members(); !maps.Equal(got, want) {
-		t.Fatalf("restored members %v, want %v", got, want)
-	}
-}
+	"github.com/gpreduce/gpreduce/internal/coordinator/store"
+)
 
 // TestCheckpointer: phase checkpoints and the first optimizer checkpoint are saved at once,
 // later ones at most every interval, the last held one on flush; a checkpoint over the
 // limit is skipped without stopping the run.
 func TestCheckpointer(t *testing.T) {
-	n, _ := openSingle(t, func(c *Config) { c.MaxCheckpointBytes = 100 })
+	n, _ := openSingle(t, func(c *store.Config) { c.MaxCheckpointBytes = 100 })
 	ctx := testContext(t)
 	mustDo(t, n.SubmitJob(ctx, "j", nil, t0))
-	mustDo(t, n.SetState(ctx, "j", JobRunning, "", t0))
+	mustDo(t, n.SetState(ctx, "j", store.JobRunning, "", t0))
 	r := &runner{node: n, metrics: newMetrics(n, newRegistry(0, zerolog.Nop()))}
 	c := &checkpointer{r: r, log: zerolog.Nop(), id: "j", every: time.Hour}
 	stored := func() (int, string) {

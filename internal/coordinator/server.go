@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/gpreduce/gpreduce/internal/auth"
+	"github.com/gpreduce/gpreduce/internal/coordinator/store"
 	"github.com/gpreduce/gpreduce/internal/shard"
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
@@ -44,7 +45,7 @@ type ServerConfig struct {
 	RaftAddr string
 	// RaftAdvertiseAddr is the raft address the other members dial, if it differs from
 	// RaftAddr (for example when RaftAddr is 0.0.0.0:7000): host:port with a DNS name or
-	// an IP (see Config.AdvertiseAddr).
+	// an IP (see store.Config.AdvertiseAddr).
 	RaftAdvertiseAddr string
 	// APIAddr is the host:port of the gRPC API (port 0 picks a free port; see APIAddr).
 	APIAddr string
@@ -70,9 +71,9 @@ type ServerConfig struct {
 	Token, JoinToken string
 	// ServerTLS, if set, serves the API over TLS; ClientTLS, if set, is used to call
 	// workers and the other members. When ServerTLS requires verified client certificates
-	// (mutual TLS), the raft traffic uses both too (see RaftSecurity).
+	// (mutual TLS), the raft traffic uses both too (see store.RaftSecurity).
 	ServerTLS, ClientTLS *tls.Config
-	// RaftSecret authenticates and encrypts the raft traffic (see RaftSecurity). A cluster of
+	// RaftSecret authenticates and encrypts the raft traffic (see store.RaftSecurity). A cluster of
 	// more than one member needs it or mutual TLS; without either the member must be alone on
 	// a loopback raft address, and OpenServer refuses Join.
 	RaftSecret []byte
@@ -99,7 +100,7 @@ type ServerConfig struct {
 	RetainFor time.Duration
 	// Logger receives the server's, the runner's and raft's logs.
 	Logger zerolog.Logger
-	// Raft tunes the raft node (timeouts, snapshots, size limits); see Config.
+	// Raft tunes the raft node (timeouts, snapshots, size limits); see store.Config.
 	Raft RaftTuning
 	// Data reads the jobs' data sources when the leader plans them: which files and URLs
 	// may be read (Data.Access; the zero value allows all, so a served coordinator should
@@ -109,7 +110,13 @@ type ServerConfig struct {
 	PlanTimeout time.Duration
 }
 
-// RaftTuning holds the Config fields that tune raft; zero values select Config's defaults.
+// Defaults of the RaftTuning size limits (those of store.Config).
+const (
+	DefaultMaxCheckpointBytes = store.DefaultMaxCheckpointBytes
+	DefaultMaxModelBytes      = store.DefaultMaxModelBytes
+)
+
+// RaftTuning holds the store.Config fields that tune raft; zero values select its defaults.
 type RaftTuning struct {
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
@@ -126,13 +133,13 @@ type RaftTuning struct {
 	ModelChunkBytes    int
 }
 
-func (c *ServerConfig) nodeConfig() Config {
+func (c *ServerConfig) nodeConfig() store.Config {
 	r := c.Raft
-	sec := RaftSecurity{Secret: c.RaftSecret}
-	if m := (RaftSecurity{ServerTLS: c.ServerTLS, ClientTLS: c.ClientTLS}); m.mutualTLS() {
+	sec := store.RaftSecurity{Secret: c.RaftSecret}
+	if m := (store.RaftSecurity{ServerTLS: c.ServerTLS, ClientTLS: c.ClientTLS}); m.MutualTLS() {
 		sec.ServerTLS, sec.ClientTLS = m.ServerTLS, m.ClientTLS
 	}
-	return Config{
+	return store.Config{
 		ID: c.ID, RaftAddr: c.RaftAddr, AdvertiseAddr: c.RaftAdvertiseAddr, DataDir: c.DataDir,
 		Bootstrap: c.Bootstrap, Logger: c.Logger, Security: sec,
 		ApplyTimeout: r.ApplyTimeout, MaxCheckpointBytes: r.MaxCheckpointBytes, MaxModelBytes: r.MaxModelBytes,
@@ -148,9 +155,13 @@ func (c *ServerConfig) nodeConfig() Config {
 type Server struct {
 	pb.UnimplementedCoordinatorServer
 
-	cfg       ServerConfig
-	log       zerolog.Logger
-	node      *Node
+	cfg ServerConfig
+	log zerolog.Logger
+	// node is this member's raft node, used only for its life cycle (bootstrap, readiness,
+	// close) and to serve its blobs; state is the same node as everything else (the API, the
+	// runner, the member sync) uses it, through the narrow store.Store interface.
+	node      *store.Node
+	state     store.Store
 	pool      *registry
 	events    *eventBatcher
 	runner    *runner
@@ -183,12 +194,12 @@ type Server struct {
 // in the replicated state in the background. Call Run to run jobs and Close to stop.
 func OpenServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 	if cfg.APIAddr == "" {
-		return nil, fmt.Errorf("open server: APIAddr is required: %w", ErrInvalidArgument)
+		return nil, fmt.Errorf("open server: APIAddr is required: %w", store.ErrInvalidArgument)
 	}
 	log := cfg.Logger.With().Str("node", cfg.ID).Logger()
 	nodeCfg := cfg.nodeConfig()
-	if len(cfg.Join) > 0 && !cfg.Bootstrap && !nodeCfg.Security.enabled() {
-		return nil, fmt.Errorf("open server %s: cannot join a cluster: %w", cfg.ID, ErrInsecureRaft)
+	if len(cfg.Join) > 0 && !cfg.Bootstrap && !nodeCfg.Security.Enabled() {
+		return nil, fmt.Errorf("open server %s: cannot join a cluster: %w", cfg.ID, store.ErrInsecureRaft)
 	}
 	lis, err := net.Listen("tcp", cfg.APIAddr)
 	if err != nil {
@@ -196,13 +207,13 @@ func OpenServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 	}
 	peers := &blobPeers{}
 	nodeCfg.FetchBlob = peers.fetch
-	node, err := Open(ctx, nodeCfg)
+	node, err := store.Open(ctx, nodeCfg)
 	if err != nil {
 		_ = lis.Close()
 		return nil, fmt.Errorf("open server: %w", err)
 	}
 	s := &Server{
-		cfg: cfg, log: log, node: node, lis: lis,
+		cfg: cfg, log: log, node: node, state: node, lis: lis,
 		workers:  newConnCache(cfg.JoinToken, cfg.ClientTLS),
 		peers:    newConnCache(cfg.Token, cfg.ClientTLS),
 		serveErr: make(chan error, 1),
@@ -211,7 +222,7 @@ func OpenServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 	s.done = s.bgCtx.Done()
 	s.advertise = advertiseAPI(cfg.APIAdvertiseAddr, lis.Addr().String(), node.Addr())
 	peers.s.Store(s)
-	s.events = newEventBatcher(node, log.With().Str("component", "events").Logger())
+	s.events = newEventBatcher(s.state, log.With().Str("component", "events").Logger())
 	s.pool = newRegistry(cfg.HeartbeatTimeout, log.With().Str("component", "registry").Logger())
 	s.pool.onDrop = s.workers.forget
 	s.metrics = newMetrics(node, s.pool)
@@ -223,7 +234,7 @@ func OpenServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 		ckInterval = DefaultCheckpointInterval
 	}
 	s.runner = &runner{
-		node: node, pool: s.pool, events: s.events, dial: s.workers.worker, metrics: s.metrics,
+		node: s.state, pool: s.pool, events: s.events, dial: s.workers.worker, metrics: s.metrics,
 		log: log.With().Str("component", "runner").Logger(), ckInterval: ckInterval, taskTimeout: cfg.TaskTimeout,
 		stragglerFactor: cfg.StragglerFactor, stragglerFloor: cfg.StragglerFloor,
 		data: cfg.Data, planTimeout: cfg.PlanTimeout,
@@ -308,8 +319,8 @@ func advertiseAPI(adv, listen, raftAddr string) string {
 // port 0).
 func (s *Server) APIAddr() string { return s.lis.Addr().String() }
 
-// Node returns the server's raft node.
-func (s *Server) Node() *Node { return s.node }
+// Node returns the server's raft node (the replicated state).
+func (s *Server) Node() *store.Node { return s.node }
 
 // MetricsHandler serves the server's Prometheus metrics (as Run does on MetricsAddr).
 func (s *Server) MetricsHandler() http.Handler { return s.metrics.handler() }
@@ -323,7 +334,7 @@ func (s *Server) Run(ctx context.Context) error {
 	switch {
 	case s.closed:
 		s.mu.Unlock()
-		return fmt.Errorf("run server %s: %w", s.cfg.ID, ErrClosed)
+		return fmt.Errorf("run server %s: %w", s.cfg.ID, store.ErrClosed)
 	case s.running:
 		s.mu.Unlock()
 		return fmt.Errorf("run server %s: already running", s.cfg.ID)
@@ -419,11 +430,11 @@ func (s *Server) Close() error {
 // records its own, a follower whose address is missing or stale asks the leader to (by
 // joining again, which for a member is a no-op besides that).
 func (s *Server) syncMember(ctx context.Context) {
-	changes := s.node.LeadershipChanges()
+	changes := s.state.LeadershipChanges()
 	t := time.NewTicker(memberSyncInterval)
 	defer t.Stop()
 	for {
-		if s.node.fsm.memberAPI(s.node.ID()) != s.advertise {
+		if s.state.MemberAPI(s.state.ID()) != s.advertise {
 			if err := s.recordSelf(ctx); err != nil && ctx.Err() == nil {
 				s.log.Debug().Err(err).Msg("recording this member's API address failed; will retry")
 			}
@@ -443,18 +454,18 @@ func (s *Server) syncMember(ctx context.Context) {
 func (s *Server) recordSelf(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, peerCallTimeout)
 	defer cancel()
-	if s.node.IsLeader() {
-		return s.node.SetMemberAPI(ctx, s.node.ID(), s.advertise)
+	if s.state.IsLeader() {
+		return s.state.SetMemberAPI(ctx, s.state.ID(), s.advertise)
 	}
-	leader := s.node.LeaderAPI()
+	leader := s.state.LeaderAPI()
 	if leader == "" || leader == s.advertise {
 		return nil
 	}
-	servers, err := s.node.Servers(ctx)
+	servers, err := s.state.Servers(ctx)
 	if err != nil {
 		return err
 	}
-	if !slices.ContainsFunc(servers, func(m Member) bool { return m.ID == s.node.ID() }) {
+	if !slices.ContainsFunc(servers, func(m store.Member) bool { return m.ID == s.state.ID() }) {
 		return nil // not (or no longer) a member: never re-add ourselves
 	}
 	return s.joinVia(ctx, leader)

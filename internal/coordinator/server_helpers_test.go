@@ -295,7 +295,7 @@ func waitState(t testing.TB, c pb.CoordinatorClient, id string, want pb.JobState
 		if j.GetState() == want {
 			return nil
 		}
-		if finishedState(j.GetState()) {
+		if j.GetState().Finished() {
 			t.Fatalf("job %s ended %s (error %q), want %s", id, j.GetState(), j.GetError(), want)
 		}
 		return fmt.Errorf("state %s", j.GetState())

@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"net/http/httptest"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/gpreduce/gpreduce/internal/coordinator/store"
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
 
@@ -41,7 +41,7 @@ func apis(servers []*runningServer) []string {
 // blobFiles lists the blobs in s's store.
 func blobFiles(t testing.TB, s *Server) []string {
 	t.Helper()
-	entries, err := os.ReadDir(s.node.fsm.blobs.dir)
+	entries, err := os.ReadDir(s.node.BlobDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func blobFiles(t testing.TB, s *Server) []string {
 // referenced lists the blobs s's state references, sorted.
 func referenced(s *Server) []string {
 	var out []string
-	for _, j := range s.node.fsm.jobViews() {
+	for _, j := range s.node.JobViews() {
 		for _, h := range []string{j.ModelHash, j.CheckpointHash} {
 			if h != "" && !slices.Contains(out, h) {
 				out = append(out, h)
@@ -108,7 +108,7 @@ func TestRetentionBoundsState(t *testing.T) {
 				return fmt.Errorf("%d jobs", len(js))
 			}
 			for _, j := range js {
-				if j.State != JobSucceeded || j.CheckpointHash != "" {
+				if j.State != store.JobSucceeded || j.CheckpointHash != "" {
 					return fmt.Errorf("job %s %s, checkpoint %q", j.ID, j.State, j.CheckpointHash)
 				}
 			}
@@ -118,12 +118,10 @@ func TestRetentionBoundsState(t *testing.T) {
 			return nil
 		})
 		// The log was compacted: snapshots were taken and the early entries are gone.
-		first, err := s.node.store.FirstIndex()
+		first, last, snapIdx, err := s.node.LogIndexes()
 		if err != nil {
 			t.Fatal(err)
 		}
-		last, _ := s.node.store.LastIndex()
-		snapIdx, _ := strconv.ParseUint(s.node.raft.Stats()["last_snapshot_index"], 10, 64)
 		if snapIdx == 0 || first <= 1 {
 			t.Errorf("%s: no compaction: snapshot at %d, log %d..%d", s.node.ID(), snapIdx, first, last)
 		}
@@ -197,7 +195,7 @@ func TestDeleteJob(t *testing.T) {
 }
 
 func errorsIsNotFound(err error) bool {
-	return err != nil && (status.Code(err) == codes.NotFound || bytes.Contains([]byte(err.Error()), []byte(ErrJobNotFound.Error())))
+	return err != nil && (status.Code(err) == codes.NotFound || bytes.Contains([]byte(err.Error()), []byte(store.ErrJobNotFound.Error())))
 }
 
 // checkHonest calls GetJob on c for each job and fails the test on a stale answer: a job
@@ -289,16 +287,7 @@ func TestLaggingFollowerReadsHonestly(t *testing.T) {
 			break
 		}
 	}
-	hold := make(chan struct{})
-	f.node.fsm.hold.Store(&hold)
-	released := false
-	release := func() {
-		if !released {
-			released = true
-			f.node.fsm.hold.Store(nil)
-			close(hold)
-		}
-	}
+	release := f.node.PauseApply()
 	t.Cleanup(release)
 
 	c := dial(t, leader.APIAddr(), "")
@@ -307,7 +296,7 @@ func TestLaggingFollowerReadsHonestly(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitState(t, c, "lag", pb.JobState_JOB_STATE_SUCCEEDED, time.Minute)
-	if _, err := f.node.fsm.jobView("lag"); err == nil {
+	if _, err := f.node.JobView("lag"); err == nil {
 		t.Fatal("the held follower applied the job; the test needs a lagging member")
 	}
 	fc := dial(t, f.APIAddr(), "")
@@ -336,11 +325,11 @@ func TestLogsSurviveLeaderChange(t *testing.T) {
 	if _, err := dial(t, leader.APIAddr(), "").SubmitJob(ctx, &pb.SubmitJobRequest{Spec: js, Id: "h"}); err != nil {
 		t.Fatal(err)
 	}
-	var before []eventRec
+	var before []store.Event
 	// The leader goes while the job is early in its run (two progress events of the
 	// hyperparameter search or later phases in), so that the new leader must resume it.
 	eventually(t, time.Minute, "progress events replicated", func() error {
-		evs, _, err := leader.node.fsm.events("h", 0)
+		evs, _, err := leader.node.Events("h", 0)
 		if err != nil {
 			return err
 		}
@@ -356,7 +345,7 @@ func TestLogsSurviveLeaderChange(t *testing.T) {
 		before = evs
 		return nil
 	})
-	if j, err := leader.node.Job("h"); err != nil || j.State != JobRunning {
+	if j, err := leader.node.Job("h"); err != nil || j.State != store.JobRunning {
 		t.Fatalf("the job is not running when its leader goes (%+v, %v): the test needs a longer job", j, err)
 	}
 	oldID := leader.node.ID()
@@ -452,7 +441,7 @@ func TestNewMemberFetchesBlobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range servers {
-		eventually(t, 10*time.Second, "the job reaches "+s.node.ID(), func() error { _, err := s.node.fsm.jobView("m"); return err })
+		eventually(t, 10*time.Second, "the job reaches "+s.node.ID(), func() error { _, err := s.node.JobView("m"); return err })
 		if err := s.node.Snapshot(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -472,47 +461,5 @@ func TestNewMemberFetchesBlobs(t *testing.T) {
 	}
 	if got := fetchModel(t, dial(t, late.APIAddr(), ""), "m"); !bytes.Equal(got, want) {
 		t.Fatal("the late member serves another model")
-	}
-}
-
-// TestOneCheckpointPerJob: a large checkpoint travels in chunks; each checkpoint replaces the
-// last in the blob store; a finished job keeps none; a model over the limit is refused with
-// ErrModelTooLarge.
-func TestOneCheckpointPerJob(t *testing.T) {
-	n, _ := openSingle(t, func(c *Config) { c.MaxModelBytes = 5000 }) // chunks of 1000 bytes
-	ctx := testContext(t)
-	mustDo(t, n.SubmitJob(ctx, "j", nil, t0))
-	mustDo(t, n.SetState(ctx, "j", JobRunning, "", t0))
-	files := func() []string {
-		entries, err := os.ReadDir(n.fsm.blobs.dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, e := range entries {
-			out = append(out, e.Name())
-		}
-		return out
-	}
-	for i, size := range []int{3500, 200, 4100} { // chunked, inline, chunked
-		ck := bytes.Repeat([]byte{byte(i + 1)}, size)
-		mustDo(t, n.SaveCheckpoint(ctx, "j", i+1, 0, ck, t0))
-		j, err := n.Job("j")
-		if err != nil || !bytes.Equal(j.Checkpoint, ck) || j.Iteration != i+1 {
-			t.Fatalf("checkpoint %d: %d bytes, iteration %d, %v", i, len(j.Checkpoint), j.Iteration, err)
-		}
-		if got := files(); !slices.Equal(got, []string{blobHash(ck)}) {
-			t.Fatalf("checkpoint %d: blobs %v, want only the last checkpoint's", i, got)
-		}
-	}
-	if err := n.PutModel(ctx, "j", make([]byte, 5001), nil, t0); !errors.Is(err, ErrModelTooLarge) || !strings.Contains(err.Error(), "5001 bytes, limit 5000") {
-		t.Fatalf("PutModel over the limit: %v", err)
-	}
-	mustDo(t, n.SetState(ctx, "j", JobFailed, "stopped", t0))
-	if got := files(); len(got) != 0 {
-		t.Fatalf("a finished job keeps blobs %v", got)
-	}
-	if j, _ := n.Job("j"); j.CheckpointHash != "" || j.Checkpoint != nil {
-		t.Fatalf("a finished job keeps its checkpoint: %+v", j)
 	}
 }

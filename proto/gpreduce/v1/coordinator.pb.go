@@ -449,7 +449,8 @@ type Job struct {
 	Iteration       int32                  `protobuf:"varint,7,opt,name=iteration,proto3" json:"iteration,omitempty"`
 	// Objective: negative log marginal likelihood per training row (standardized units).
 	Objective float64 `protobuf:"fixed64,8,opt,name=objective,proto3" json:"objective,omitempty"`
-	// On success: learned hyperparameters in original units and training metrics.
+	// On success, fields 9 to 15 repeat those of metrics for clients that predate it:
+	// learned hyperparameters in original units and training metrics.
 	Hyperparameters *Hyperparameters `protobuf:"bytes,9,opt,name=hyperparameters,proto3" json:"hyperparameters,omitempty"`
 	NTrain          int64            `protobuf:"varint,10,opt,name=n_train,json=nTrain,proto3" json:"n_train,omitempty"`
 	LogLikelihood   float64          `protobuf:"fixed64,11,opt,name=log_likelihood,json=logLikelihood,proto3" json:"log_likelihood,omitempty"`
@@ -458,9 +459,12 @@ type Job struct {
 	// On success of a job submitted with method "auto": the method chosen and why (the spec
 	// keeps "auto").
 	MethodChoice *MethodChoice `protobuf:"bytes,14,opt,name=method_choice,json=methodChoice,proto3" json:"method_choice,omitempty"`
-	// On success: what a user should know before trusting the model (a hyperparameter on its
-	// bound, an unconverged optimizer, the all-noise optimum, sizing that narrowed the bounds).
-	Warnings      []*Warning `protobuf:"bytes,15,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	// What a user should know before trusting the model (a hyperparameter on its bound, an
+	// unconverged optimizer, the all-noise optimum, sizing that narrowed the bounds; as in
+	// metrics, on success) and the slow workers the job met.
+	Warnings []*Warning `protobuf:"bytes,15,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	// On success: the training metrics, as the job runner recorded them with the model.
+	Metrics       *JobMetrics `protobuf:"bytes,16,opt,name=metrics,proto3" json:"metrics,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -600,6 +604,123 @@ func (x *Job) GetWarnings() []*Warning {
 	return nil
 }
 
+func (x *Job) GetMetrics() *JobMetrics {
+	if x != nil {
+		return x.Metrics
+	}
+	return nil
+}
+
+// JobMetrics are a trained job's figures: the one shape they take from the coordinator's
+// job runner (which stores them with the model) through the API to the CLI.
+type JobMetrics struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Learned hyperparameters in the original units of the data.
+	Hyperparameters *Hyperparameters `protobuf:"bytes,1,opt,name=hyperparameters,proto3" json:"hyperparameters,omitempty"`
+	// Training rows.
+	NTrain int64 `protobuf:"varint,2,opt,name=n_train,json=nTrain,proto3" json:"n_train,omitempty"`
+	// log p(y) of the fit (standardized target).
+	LogLikelihood float64 `protobuf:"fixed64,3,opt,name=log_likelihood,json=logLikelihood,proto3" json:"log_likelihood,omitempty"`
+	// Optimizer iterations run.
+	Iterations int32 `protobuf:"varint,4,opt,name=iterations,proto3" json:"iterations,omitempty"`
+	// Wall time of the training, from submission (or the first start) to the stored model.
+	TrainSeconds float64 `protobuf:"fixed64,5,opt,name=train_seconds,json=trainSeconds,proto3" json:"train_seconds,omitempty"`
+	// Size of the encoded model.
+	ModelBytes int64 `protobuf:"varint,6,opt,name=model_bytes,json=modelBytes,proto3" json:"model_bytes,omitempty"`
+	// For a job submitted with method "auto": the method chosen and why.
+	MethodChoice *MethodChoice `protobuf:"bytes,7,opt,name=method_choice,json=methodChoice,proto3" json:"method_choice,omitempty"`
+	// What a user should know before trusting the model (codes as in Warning).
+	Warnings      []*Warning `protobuf:"bytes,8,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobMetrics) Reset() {
+	*x = JobMetrics{}
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobMetrics) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobMetrics) ProtoMessage() {}
+
+func (x *JobMetrics) ProtoReflect() protoreflect.Message {
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobMetrics.ProtoReflect.Descriptor instead.
+func (*JobMetrics) Descriptor() ([]byte, []int) {
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *JobMetrics) GetHyperparameters() *Hyperparameters {
+	if x != nil {
+		return x.Hyperparameters
+	}
+	return nil
+}
+
+func (x *JobMetrics) GetNTrain() int64 {
+	if x != nil {
+		return x.NTrain
+	}
+	return 0
+}
+
+func (x *JobMetrics) GetLogLikelihood() float64 {
+	if x != nil {
+		return x.LogLikelihood
+	}
+	return 0
+}
+
+func (x *JobMetrics) GetIterations() int32 {
+	if x != nil {
+		return x.Iterations
+	}
+	return 0
+}
+
+func (x *JobMetrics) GetTrainSeconds() float64 {
+	if x != nil {
+		return x.TrainSeconds
+	}
+	return 0
+}
+
+func (x *JobMetrics) GetModelBytes() int64 {
+	if x != nil {
+		return x.ModelBytes
+	}
+	return 0
+}
+
+func (x *JobMetrics) GetMethodChoice() *MethodChoice {
+	if x != nil {
+		return x.MethodChoice
+	}
+	return nil
+}
+
+func (x *JobMetrics) GetWarnings() []*Warning {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
+}
+
 // MethodChoice is the method --method auto chose for a job and the reason.
 type MethodChoice struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -611,7 +732,7 @@ type MethodChoice struct {
 
 func (x *MethodChoice) Reset() {
 	*x = MethodChoice{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[3]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -623,7 +744,7 @@ func (x *MethodChoice) String() string {
 func (*MethodChoice) ProtoMessage() {}
 
 func (x *MethodChoice) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[3]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -636,7 +757,7 @@ func (x *MethodChoice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MethodChoice.ProtoReflect.Descriptor instead.
 func (*MethodChoice) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{3}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *MethodChoice) GetMethod() string {
@@ -665,7 +786,7 @@ type Warning struct {
 
 func (x *Warning) Reset() {
 	*x = Warning{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[4]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -677,7 +798,7 @@ func (x *Warning) String() string {
 func (*Warning) ProtoMessage() {}
 
 func (x *Warning) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[4]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -690,7 +811,7 @@ func (x *Warning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Warning.ProtoReflect.Descriptor instead.
 func (*Warning) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{4}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Warning) GetCode() string {
@@ -718,7 +839,7 @@ type SubmitJobRequest struct {
 
 func (x *SubmitJobRequest) Reset() {
 	*x = SubmitJobRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[5]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -730,7 +851,7 @@ func (x *SubmitJobRequest) String() string {
 func (*SubmitJobRequest) ProtoMessage() {}
 
 func (x *SubmitJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[5]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -743,7 +864,7 @@ func (x *SubmitJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitJobRequest.ProtoReflect.Descriptor instead.
 func (*SubmitJobRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{5}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SubmitJobRequest) GetSpec() *JobSpec {
@@ -769,7 +890,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[6]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -781,7 +902,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[6]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -794,7 +915,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{6}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetJobRequest) GetId() string {
@@ -812,7 +933,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[7]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -824,7 +945,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[7]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -837,7 +958,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{7}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{8}
 }
 
 type ListJobsResponse struct {
@@ -849,7 +970,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[8]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -861,7 +982,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[8]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -874,7 +995,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{8}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListJobsResponse) GetJobs() []*Job {
@@ -893,7 +1014,7 @@ type CancelJobRequest struct {
 
 func (x *CancelJobRequest) Reset() {
 	*x = CancelJobRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[9]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -905,7 +1026,7 @@ func (x *CancelJobRequest) String() string {
 func (*CancelJobRequest) ProtoMessage() {}
 
 func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[9]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -918,7 +1039,7 @@ func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobRequest.ProtoReflect.Descriptor instead.
 func (*CancelJobRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{9}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CancelJobRequest) GetId() string {
@@ -937,7 +1058,7 @@ type DeleteJobRequest struct {
 
 func (x *DeleteJobRequest) Reset() {
 	*x = DeleteJobRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[10]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -949,7 +1070,7 @@ func (x *DeleteJobRequest) String() string {
 func (*DeleteJobRequest) ProtoMessage() {}
 
 func (x *DeleteJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[10]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -962,7 +1083,7 @@ func (x *DeleteJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobRequest.ProtoReflect.Descriptor instead.
 func (*DeleteJobRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{10}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DeleteJobRequest) GetIds() []string {
@@ -980,7 +1101,7 @@ type DeleteJobResponse struct {
 
 func (x *DeleteJobResponse) Reset() {
 	*x = DeleteJobResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[11]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -992,7 +1113,7 @@ func (x *DeleteJobResponse) String() string {
 func (*DeleteJobResponse) ProtoMessage() {}
 
 func (x *DeleteJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[11]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1005,7 +1126,7 @@ func (x *DeleteJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobResponse.ProtoReflect.Descriptor instead.
 func (*DeleteJobResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{11}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{12}
 }
 
 type GetBlobRequest struct {
@@ -1017,7 +1138,7 @@ type GetBlobRequest struct {
 
 func (x *GetBlobRequest) Reset() {
 	*x = GetBlobRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[12]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1029,7 +1150,7 @@ func (x *GetBlobRequest) String() string {
 func (*GetBlobRequest) ProtoMessage() {}
 
 func (x *GetBlobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[12]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1042,7 +1163,7 @@ func (x *GetBlobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBlobRequest.ProtoReflect.Descriptor instead.
 func (*GetBlobRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{12}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetBlobRequest) GetSha256() string {
@@ -1060,7 +1181,7 @@ type ReadIndexRequest struct {
 
 func (x *ReadIndexRequest) Reset() {
 	*x = ReadIndexRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[13]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1072,7 +1193,7 @@ func (x *ReadIndexRequest) String() string {
 func (*ReadIndexRequest) ProtoMessage() {}
 
 func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[13]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1085,7 +1206,7 @@ func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexRequest.ProtoReflect.Descriptor instead.
 func (*ReadIndexRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{13}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{14}
 }
 
 type ReadIndexResponse struct {
@@ -1097,7 +1218,7 @@ type ReadIndexResponse struct {
 
 func (x *ReadIndexResponse) Reset() {
 	*x = ReadIndexResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[14]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1109,7 +1230,7 @@ func (x *ReadIndexResponse) String() string {
 func (*ReadIndexResponse) ProtoMessage() {}
 
 func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[14]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1122,7 +1243,7 @@ func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexResponse.ProtoReflect.Descriptor instead.
 func (*ReadIndexResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{14}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReadIndexResponse) GetIndex() uint64 {
@@ -1141,7 +1262,7 @@ type WatchJobRequest struct {
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[15]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1153,7 +1274,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[15]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1166,7 +1287,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{15}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WatchJobRequest) GetId() string {
@@ -1192,7 +1313,7 @@ type JobEvent struct {
 
 func (x *JobEvent) Reset() {
 	*x = JobEvent{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[16]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1204,7 +1325,7 @@ func (x *JobEvent) String() string {
 func (*JobEvent) ProtoMessage() {}
 
 func (x *JobEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[16]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1217,7 +1338,7 @@ func (x *JobEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobEvent.ProtoReflect.Descriptor instead.
 func (*JobEvent) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{16}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *JobEvent) GetJobId() string {
@@ -1288,7 +1409,7 @@ type PredictRequest struct {
 
 func (x *PredictRequest) Reset() {
 	*x = PredictRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[17]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1300,7 +1421,7 @@ func (x *PredictRequest) String() string {
 func (*PredictRequest) ProtoMessage() {}
 
 func (x *PredictRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[17]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1313,7 +1434,7 @@ func (x *PredictRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PredictRequest.ProtoReflect.Descriptor instead.
 func (*PredictRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{17}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PredictRequest) GetJobId() string {
@@ -1351,7 +1472,7 @@ type PredictResponse struct {
 
 func (x *PredictResponse) Reset() {
 	*x = PredictResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[18]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1363,7 +1484,7 @@ func (x *PredictResponse) String() string {
 func (*PredictResponse) ProtoMessage() {}
 
 func (x *PredictResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[18]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1376,7 +1497,7 @@ func (x *PredictResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PredictResponse.ProtoReflect.Descriptor instead.
 func (*PredictResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{18}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PredictResponse) GetMean() []float64 {
@@ -1416,7 +1537,7 @@ type GetModelRequest struct {
 
 func (x *GetModelRequest) Reset() {
 	*x = GetModelRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[19]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1428,7 +1549,7 @@ func (x *GetModelRequest) String() string {
 func (*GetModelRequest) ProtoMessage() {}
 
 func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[19]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1441,7 +1562,7 @@ func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelRequest.ProtoReflect.Descriptor instead.
 func (*GetModelRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{19}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetModelRequest) GetJobId() string {
@@ -1460,7 +1581,7 @@ type ModelChunk struct {
 
 func (x *ModelChunk) Reset() {
 	*x = ModelChunk{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[20]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1472,7 +1593,7 @@ func (x *ModelChunk) String() string {
 func (*ModelChunk) ProtoMessage() {}
 
 func (x *ModelChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[20]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1485,7 +1606,7 @@ func (x *ModelChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelChunk.ProtoReflect.Descriptor instead.
 func (*ModelChunk) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{20}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ModelChunk) GetData() []byte {
@@ -1508,7 +1629,7 @@ type RegisterWorkerRequest struct {
 
 func (x *RegisterWorkerRequest) Reset() {
 	*x = RegisterWorkerRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[21]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1520,7 +1641,7 @@ func (x *RegisterWorkerRequest) String() string {
 func (*RegisterWorkerRequest) ProtoMessage() {}
 
 func (x *RegisterWorkerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[21]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1533,7 +1654,7 @@ func (x *RegisterWorkerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterWorkerRequest.ProtoReflect.Descriptor instead.
 func (*RegisterWorkerRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{21}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RegisterWorkerRequest) GetAddress() string {
@@ -1567,7 +1688,7 @@ type RegisterWorkerResponse struct {
 
 func (x *RegisterWorkerResponse) Reset() {
 	*x = RegisterWorkerResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[22]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1579,7 +1700,7 @@ func (x *RegisterWorkerResponse) String() string {
 func (*RegisterWorkerResponse) ProtoMessage() {}
 
 func (x *RegisterWorkerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[22]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1592,7 +1713,7 @@ func (x *RegisterWorkerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterWorkerResponse.ProtoReflect.Descriptor instead.
 func (*RegisterWorkerResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{22}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RegisterWorkerResponse) GetWorkerId() string {
@@ -1618,7 +1739,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[23]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1630,7 +1751,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[23]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1643,7 +1764,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{23}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *HeartbeatRequest) GetWorkerId() string {
@@ -1661,7 +1782,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[24]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1673,7 +1794,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[24]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1686,7 +1807,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{24}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{25}
 }
 
 type JoinClusterRequest struct {
@@ -1700,7 +1821,7 @@ type JoinClusterRequest struct {
 
 func (x *JoinClusterRequest) Reset() {
 	*x = JoinClusterRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[25]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1712,7 +1833,7 @@ func (x *JoinClusterRequest) String() string {
 func (*JoinClusterRequest) ProtoMessage() {}
 
 func (x *JoinClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[25]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1725,7 +1846,7 @@ func (x *JoinClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinClusterRequest.ProtoReflect.Descriptor instead.
 func (*JoinClusterRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{25}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *JoinClusterRequest) GetId() string {
@@ -1757,7 +1878,7 @@ type JoinClusterResponse struct {
 
 func (x *JoinClusterResponse) Reset() {
 	*x = JoinClusterResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[26]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1769,7 +1890,7 @@ func (x *JoinClusterResponse) String() string {
 func (*JoinClusterResponse) ProtoMessage() {}
 
 func (x *JoinClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[26]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1782,7 +1903,7 @@ func (x *JoinClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinClusterResponse.ProtoReflect.Descriptor instead.
 func (*JoinClusterResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{26}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{27}
 }
 
 type RemoveMemberRequest struct {
@@ -1794,7 +1915,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[27]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1806,7 +1927,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[27]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1819,7 +1940,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{27}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RemoveMemberRequest) GetId() string {
@@ -1837,7 +1958,7 @@ type RemoveMemberResponse struct {
 
 func (x *RemoveMemberResponse) Reset() {
 	*x = RemoveMemberResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[28]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1849,7 +1970,7 @@ func (x *RemoveMemberResponse) String() string {
 func (*RemoveMemberResponse) ProtoMessage() {}
 
 func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[28]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1862,7 +1983,7 @@ func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{28}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{29}
 }
 
 type ListMembersRequest struct {
@@ -1873,7 +1994,7 @@ type ListMembersRequest struct {
 
 func (x *ListMembersRequest) Reset() {
 	*x = ListMembersRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[29]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1885,7 +2006,7 @@ func (x *ListMembersRequest) String() string {
 func (*ListMembersRequest) ProtoMessage() {}
 
 func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[29]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1898,7 +2019,7 @@ func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersRequest.ProtoReflect.Descriptor instead.
 func (*ListMembersRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{29}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{30}
 }
 
 type Member struct {
@@ -1913,7 +2034,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[30]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1925,7 +2046,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[30]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1938,7 +2059,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{30}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Member) GetId() string {
@@ -1978,7 +2099,7 @@ type ListMembersResponse struct {
 
 func (x *ListMembersResponse) Reset() {
 	*x = ListMembersResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[31]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1990,7 +2111,7 @@ func (x *ListMembersResponse) String() string {
 func (*ListMembersResponse) ProtoMessage() {}
 
 func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[31]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2003,7 +2124,7 @@ func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersResponse.ProtoReflect.Descriptor instead.
 func (*ListMembersResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{31}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListMembersResponse) GetMembers() []*Member {
@@ -2021,7 +2142,7 @@ type ListWorkersRequest struct {
 
 func (x *ListWorkersRequest) Reset() {
 	*x = ListWorkersRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[32]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2033,7 +2154,7 @@ func (x *ListWorkersRequest) String() string {
 func (*ListWorkersRequest) ProtoMessage() {}
 
 func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[32]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2046,7 +2167,7 @@ func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{32}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{33}
 }
 
 type WorkerInfo struct {
@@ -2061,7 +2182,7 @@ type WorkerInfo struct {
 
 func (x *WorkerInfo) Reset() {
 	*x = WorkerInfo{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[33]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2073,7 +2194,7 @@ func (x *WorkerInfo) String() string {
 func (*WorkerInfo) ProtoMessage() {}
 
 func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[33]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2086,7 +2207,7 @@ func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerInfo.ProtoReflect.Descriptor instead.
 func (*WorkerInfo) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{33}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *WorkerInfo) GetId() string {
@@ -2126,7 +2247,7 @@ type ListWorkersResponse struct {
 
 func (x *ListWorkersResponse) Reset() {
 	*x = ListWorkersResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[34]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2138,7 +2259,7 @@ func (x *ListWorkersResponse) String() string {
 func (*ListWorkersResponse) ProtoMessage() {}
 
 func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[34]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2151,7 +2272,7 @@ func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{34}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListWorkersResponse) GetWorkers() []*WorkerInfo {
@@ -2204,7 +2325,7 @@ const file_gpreduce_v1_coordinator_proto_rawDesc = "" +
 	"\x0fHyperparameters\x12\"\n" +
 	"\flengthscales\x18\x01 \x03(\x01R\flengthscales\x12'\n" +
 	"\x0fsignal_variance\x18\x02 \x01(\x01R\x0esignalVariance\x12%\n" +
-	"\x0enoise_variance\x18\x03 \x01(\x01R\rnoiseVariance\"\xd6\x04\n" +
+	"\x0enoise_variance\x18\x03 \x01(\x01R\rnoiseVariance\"\x89\x05\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12(\n" +
 	"\x04spec\x18\x02 \x01(\v2\x14.gpreduce.v1.JobSpecR\x04spec\x12+\n" +
@@ -2222,7 +2343,21 @@ const file_gpreduce_v1_coordinator_proto_rawDesc = "" +
 	"\vmodel_bytes\x18\r \x01(\x03R\n" +
 	"modelBytes\x12>\n" +
 	"\rmethod_choice\x18\x0e \x01(\v2\x19.gpreduce.v1.MethodChoiceR\fmethodChoice\x120\n" +
-	"\bwarnings\x18\x0f \x03(\v2\x14.gpreduce.v1.WarningR\bwarnings\">\n" +
+	"\bwarnings\x18\x0f \x03(\v2\x14.gpreduce.v1.WarningR\bwarnings\x121\n" +
+	"\ametrics\x18\x10 \x01(\v2\x17.gpreduce.v1.JobMetricsR\ametrics\"\xec\x02\n" +
+	"\n" +
+	"JobMetrics\x12F\n" +
+	"\x0fhyperparameters\x18\x01 \x01(\v2\x1c.gpreduce.v1.HyperparametersR\x0fhyperparameters\x12\x17\n" +
+	"\an_train\x18\x02 \x01(\x03R\x06nTrain\x12%\n" +
+	"\x0elog_likelihood\x18\x03 \x01(\x01R\rlogLikelihood\x12\x1e\n" +
+	"\n" +
+	"iterations\x18\x04 \x01(\x05R\n" +
+	"iterations\x12#\n" +
+	"\rtrain_seconds\x18\x05 \x01(\x01R\ftrainSeconds\x12\x1f\n" +
+	"\vmodel_bytes\x18\x06 \x01(\x03R\n" +
+	"modelBytes\x12>\n" +
+	"\rmethod_choice\x18\a \x01(\v2\x19.gpreduce.v1.MethodChoiceR\fmethodChoice\x120\n" +
+	"\bwarnings\x18\b \x03(\v2\x14.gpreduce.v1.WarningR\bwarnings\">\n" +
 	"\fMethodChoice\x12\x16\n" +
 	"\x06method\x18\x01 \x01(\tR\x06method\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"7\n" +
@@ -2348,95 +2483,100 @@ func file_gpreduce_v1_coordinator_proto_rawDescGZIP() []byte {
 }
 
 var file_gpreduce_v1_coordinator_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gpreduce_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_gpreduce_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_gpreduce_v1_coordinator_proto_goTypes = []any{
 	(JobState)(0),                  // 0: gpreduce.v1.JobState
 	(*JobSpec)(nil),                // 1: gpreduce.v1.JobSpec
 	(*Hyperparameters)(nil),        // 2: gpreduce.v1.Hyperparameters
 	(*Job)(nil),                    // 3: gpreduce.v1.Job
-	(*MethodChoice)(nil),           // 4: gpreduce.v1.MethodChoice
-	(*Warning)(nil),                // 5: gpreduce.v1.Warning
-	(*SubmitJobRequest)(nil),       // 6: gpreduce.v1.SubmitJobRequest
-	(*GetJobRequest)(nil),          // 7: gpreduce.v1.GetJobRequest
-	(*ListJobsRequest)(nil),        // 8: gpreduce.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),       // 9: gpreduce.v1.ListJobsResponse
-	(*CancelJobRequest)(nil),       // 10: gpreduce.v1.CancelJobRequest
-	(*DeleteJobRequest)(nil),       // 11: gpreduce.v1.DeleteJobRequest
-	(*DeleteJobResponse)(nil),      // 12: gpreduce.v1.DeleteJobResponse
-	(*GetBlobRequest)(nil),         // 13: gpreduce.v1.GetBlobRequest
-	(*ReadIndexRequest)(nil),       // 14: gpreduce.v1.ReadIndexRequest
-	(*ReadIndexResponse)(nil),      // 15: gpreduce.v1.ReadIndexResponse
-	(*WatchJobRequest)(nil),        // 16: gpreduce.v1.WatchJobRequest
-	(*JobEvent)(nil),               // 17: gpreduce.v1.JobEvent
-	(*PredictRequest)(nil),         // 18: gpreduce.v1.PredictRequest
-	(*PredictResponse)(nil),        // 19: gpreduce.v1.PredictResponse
-	(*GetModelRequest)(nil),        // 20: gpreduce.v1.GetModelRequest
-	(*ModelChunk)(nil),             // 21: gpreduce.v1.ModelChunk
-	(*RegisterWorkerRequest)(nil),  // 22: gpreduce.v1.RegisterWorkerRequest
-	(*RegisterWorkerResponse)(nil), // 23: gpreduce.v1.RegisterWorkerResponse
-	(*HeartbeatRequest)(nil),       // 24: gpreduce.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),      // 25: gpreduce.v1.HeartbeatResponse
-	(*JoinClusterRequest)(nil),     // 26: gpreduce.v1.JoinClusterRequest
-	(*JoinClusterResponse)(nil),    // 27: gpreduce.v1.JoinClusterResponse
-	(*RemoveMemberRequest)(nil),    // 28: gpreduce.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),   // 29: gpreduce.v1.RemoveMemberResponse
-	(*ListMembersRequest)(nil),     // 30: gpreduce.v1.ListMembersRequest
-	(*Member)(nil),                 // 31: gpreduce.v1.Member
-	(*ListMembersResponse)(nil),    // 32: gpreduce.v1.ListMembersResponse
-	(*ListWorkersRequest)(nil),     // 33: gpreduce.v1.ListWorkersRequest
-	(*WorkerInfo)(nil),             // 34: gpreduce.v1.WorkerInfo
-	(*ListWorkersResponse)(nil),    // 35: gpreduce.v1.ListWorkersResponse
-	(*DataSource)(nil),             // 36: gpreduce.v1.DataSource
+	(*JobMetrics)(nil),             // 4: gpreduce.v1.JobMetrics
+	(*MethodChoice)(nil),           // 5: gpreduce.v1.MethodChoice
+	(*Warning)(nil),                // 6: gpreduce.v1.Warning
+	(*SubmitJobRequest)(nil),       // 7: gpreduce.v1.SubmitJobRequest
+	(*GetJobRequest)(nil),          // 8: gpreduce.v1.GetJobRequest
+	(*ListJobsRequest)(nil),        // 9: gpreduce.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),       // 10: gpreduce.v1.ListJobsResponse
+	(*CancelJobRequest)(nil),       // 11: gpreduce.v1.CancelJobRequest
+	(*DeleteJobRequest)(nil),       // 12: gpreduce.v1.DeleteJobRequest
+	(*DeleteJobResponse)(nil),      // 13: gpreduce.v1.DeleteJobResponse
+	(*GetBlobRequest)(nil),         // 14: gpreduce.v1.GetBlobRequest
+	(*ReadIndexRequest)(nil),       // 15: gpreduce.v1.ReadIndexRequest
+	(*ReadIndexResponse)(nil),      // 16: gpreduce.v1.ReadIndexResponse
+	(*WatchJobRequest)(nil),        // 17: gpreduce.v1.WatchJobRequest
+	(*JobEvent)(nil),               // 18: gpreduce.v1.JobEvent
+	(*PredictRequest)(nil),         // 19: gpreduce.v1.PredictRequest
+	(*PredictResponse)(nil),        // 20: gpreduce.v1.PredictResponse
+	(*GetModelRequest)(nil),        // 21: gpreduce.v1.GetModelRequest
+	(*ModelChunk)(nil),             // 22: gpreduce.v1.ModelChunk
+	(*RegisterWorkerRequest)(nil),  // 23: gpreduce.v1.RegisterWorkerRequest
+	(*RegisterWorkerResponse)(nil), // 24: gpreduce.v1.RegisterWorkerResponse
+	(*HeartbeatRequest)(nil),       // 25: gpreduce.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),      // 26: gpreduce.v1.HeartbeatResponse
+	(*JoinClusterRequest)(nil),     // 27: gpreduce.v1.JoinClusterRequest
+	(*JoinClusterResponse)(nil),    // 28: gpreduce.v1.JoinClusterResponse
+	(*RemoveMemberRequest)(nil),    // 29: gpreduce.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),   // 30: gpreduce.v1.RemoveMemberResponse
+	(*ListMembersRequest)(nil),     // 31: gpreduce.v1.ListMembersRequest
+	(*Member)(nil),                 // 32: gpreduce.v1.Member
+	(*ListMembersResponse)(nil),    // 33: gpreduce.v1.ListMembersResponse
+	(*ListWorkersRequest)(nil),     // 34: gpreduce.v1.ListWorkersRequest
+	(*WorkerInfo)(nil),             // 35: gpreduce.v1.WorkerInfo
+	(*ListWorkersResponse)(nil),    // 36: gpreduce.v1.ListWorkersResponse
+	(*DataSource)(nil),             // 37: gpreduce.v1.DataSource
 }
 var file_gpreduce_v1_coordinator_proto_depIdxs = []int32{
-	36, // 0: gpreduce.v1.JobSpec.data:type_name -> gpreduce.v1.DataSource
+	37, // 0: gpreduce.v1.JobSpec.data:type_name -> gpreduce.v1.DataSource
 	1,  // 1: gpreduce.v1.Job.spec:type_name -> gpreduce.v1.JobSpec
 	0,  // 2: gpreduce.v1.Job.state:type_name -> gpreduce.v1.JobState
 	2,  // 3: gpreduce.v1.Job.hyperparameters:type_name -> gpreduce.v1.Hyperparameters
-	4,  // 4: gpreduce.v1.Job.method_choice:type_name -> gpreduce.v1.MethodChoice
-	5,  // 5: gpreduce.v1.Job.warnings:type_name -> gpreduce.v1.Warning
-	1,  // 6: gpreduce.v1.SubmitJobRequest.spec:type_name -> gpreduce.v1.JobSpec
-	3,  // 7: gpreduce.v1.ListJobsResponse.jobs:type_name -> gpreduce.v1.Job
-	0,  // 8: gpreduce.v1.JobEvent.state:type_name -> gpreduce.v1.JobState
-	31, // 9: gpreduce.v1.ListMembersResponse.members:type_name -> gpreduce.v1.Member
-	34, // 10: gpreduce.v1.ListWorkersResponse.workers:type_name -> gpreduce.v1.WorkerInfo
-	6,  // 11: gpreduce.v1.Coordinator.SubmitJob:input_type -> gpreduce.v1.SubmitJobRequest
-	7,  // 12: gpreduce.v1.Coordinator.GetJob:input_type -> gpreduce.v1.GetJobRequest
-	8,  // 13: gpreduce.v1.Coordinator.ListJobs:input_type -> gpreduce.v1.ListJobsRequest
-	10, // 14: gpreduce.v1.Coordinator.CancelJob:input_type -> gpreduce.v1.CancelJobRequest
-	11, // 15: gpreduce.v1.Coordinator.DeleteJob:input_type -> gpreduce.v1.DeleteJobRequest
-	16, // 16: gpreduce.v1.Coordinator.WatchJob:input_type -> gpreduce.v1.WatchJobRequest
-	18, // 17: gpreduce.v1.Coordinator.Predict:input_type -> gpreduce.v1.PredictRequest
-	20, // 18: gpreduce.v1.Coordinator.GetModel:input_type -> gpreduce.v1.GetModelRequest
-	22, // 19: gpreduce.v1.Coordinator.RegisterWorker:input_type -> gpreduce.v1.RegisterWorkerRequest
-	24, // 20: gpreduce.v1.Coordinator.Heartbeat:input_type -> gpreduce.v1.HeartbeatRequest
-	26, // 21: gpreduce.v1.Coordinator.JoinCluster:input_type -> gpreduce.v1.JoinClusterRequest
-	28, // 22: gpreduce.v1.Coordinator.RemoveMember:input_type -> gpreduce.v1.RemoveMemberRequest
-	30, // 23: gpreduce.v1.Coordinator.ListMembers:input_type -> gpreduce.v1.ListMembersRequest
-	33, // 24: gpreduce.v1.Coordinator.ListWorkers:input_type -> gpreduce.v1.ListWorkersRequest
-	14, // 25: gpreduce.v1.Coordinator.ReadIndex:input_type -> gpreduce.v1.ReadIndexRequest
-	13, // 26: gpreduce.v1.Coordinator.GetBlob:input_type -> gpreduce.v1.GetBlobRequest
-	3,  // 27: gpreduce.v1.Coordinator.SubmitJob:output_type -> gpreduce.v1.Job
-	3,  // 28: gpreduce.v1.Coordinator.GetJob:output_type -> gpreduce.v1.Job
-	9,  // 29: gpreduce.v1.Coordinator.ListJobs:output_type -> gpreduce.v1.ListJobsResponse
-	3,  // 30: gpreduce.v1.Coordinator.CancelJob:output_type -> gpreduce.v1.Job
-	12, // 31: gpreduce.v1.Coordinator.DeleteJob:output_type -> gpreduce.v1.DeleteJobResponse
-	17, // 32: gpreduce.v1.Coordinator.WatchJob:output_type -> gpreduce.v1.JobEvent
-	19, // 33: gpreduce.v1.Coordinator.Predict:output_type -> gpreduce.v1.PredictResponse
-	21, // 34: gpreduce.v1.Coordinator.GetModel:output_type -> gpreduce.v1.ModelChunk
-	23, // 35: gpreduce.v1.Coordinator.RegisterWorker:output_type -> gpreduce.v1.RegisterWorkerResponse
-	25, // 36: gpreduce.v1.Coordinator.Heartbeat:output_type -> gpreduce.v1.HeartbeatResponse
-	27, // 37: gpreduce.v1.Coordinator.JoinCluster:output_type -> gpreduce.v1.JoinClusterResponse
-	29, // 38: gpreduce.v1.Coordinator.RemoveMember:output_type -> gpreduce.v1.RemoveMemberResponse
-	32, // 39: gpreduce.v1.Coordinator.ListMembers:output_type -> gpreduce.v1.ListMembersResponse
-	35, // 40: gpreduce.v1.Coordinator.ListWorkers:output_type -> gpreduce.v1.ListWorkersResponse
-	15, // 41: gpreduce.v1.Coordinator.ReadIndex:output_type -> gpreduce.v1.ReadIndexResponse
-	21, // 42: gpreduce.v1.Coordinator.GetBlob:output_type -> gpreduce.v1.ModelChunk
-	27, // [27:43] is the sub-list for method output_type
-	11, // [11:27] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	5,  // 4: gpreduce.v1.Job.method_choice:type_name -> gpreduce.v1.MethodChoice
+	6,  // 5: gpreduce.v1.Job.warnings:type_name -> gpreduce.v1.Warning
+	4,  // 6: gpreduce.v1.Job.metrics:type_name -> gpreduce.v1.JobMetrics
+	2,  // 7: gpreduce.v1.JobMetrics.hyperparameters:type_name -> gpreduce.v1.Hyperparameters
+	5,  // 8: gpreduce.v1.JobMetrics.method_choice:type_name -> gpreduce.v1.MethodChoice
+	6,  // 9: gpreduce.v1.JobMetrics.warnings:type_name -> gpreduce.v1.Warning
+	1,  // 10: gpreduce.v1.SubmitJobRequest.spec:type_name -> gpreduce.v1.JobSpec
+	3,  // 11: gpreduce.v1.ListJobsResponse.jobs:type_name -> gpreduce.v1.Job
+	0,  // 12: gpreduce.v1.JobEvent.state:type_name -> gpreduce.v1.JobState
+	32, // 13: gpreduce.v1.ListMembersResponse.members:type_name -> gpreduce.v1.Member
+	35, // 14: gpreduce.v1.ListWorkersResponse.workers:type_name -> gpreduce.v1.WorkerInfo
+	7,  // 15: gpreduce.v1.Coordinator.SubmitJob:input_type -> gpreduce.v1.SubmitJobRequest
+	8,  // 16: gpreduce.v1.Coordinator.GetJob:input_type -> gpreduce.v1.GetJobRequest
+	9,  // 17: gpreduce.v1.Coordinator.ListJobs:input_type -> gpreduce.v1.ListJobsRequest
+	11, // 18: gpreduce.v1.Coordinator.CancelJob:input_type -> gpreduce.v1.CancelJobRequest
+	12, // 19: gpreduce.v1.Coordinator.DeleteJob:input_type -> gpreduce.v1.DeleteJobRequest
+	17, // 20: gpreduce.v1.Coordinator.WatchJob:input_type -> gpreduce.v1.WatchJobRequest
+	19, // 21: gpreduce.v1.Coordinator.Predict:input_type -> gpreduce.v1.PredictRequest
+	21, // 22: gpreduce.v1.Coordinator.GetModel:input_type -> gpreduce.v1.GetModelRequest
+	23, // 23: gpreduce.v1.Coordinator.RegisterWorker:input_type -> gpreduce.v1.RegisterWorkerRequest
+	25, // 24: gpreduce.v1.Coordinator.Heartbeat:input_type -> gpreduce.v1.HeartbeatRequest
+	27, // 25: gpreduce.v1.Coordinator.JoinCluster:input_type -> gpreduce.v1.JoinClusterRequest
+	29, // 26: gpreduce.v1.Coordinator.RemoveMember:input_type -> gpreduce.v1.RemoveMemberRequest
+	31, // 27: gpreduce.v1.Coordinator.ListMembers:input_type -> gpreduce.v1.ListMembersRequest
+	34, // 28: gpreduce.v1.Coordinator.ListWorkers:input_type -> gpreduce.v1.ListWorkersRequest
+	15, // 29: gpreduce.v1.Coordinator.ReadIndex:input_type -> gpreduce.v1.ReadIndexRequest
+	14, // 30: gpreduce.v1.Coordinator.GetBlob:input_type -> gpreduce.v1.GetBlobRequest
+	3,  // 31: gpreduce.v1.Coordinator.SubmitJob:output_type -> gpreduce.v1.Job
+	3,  // 32: gpreduce.v1.Coordinator.GetJob:output_type -> gpreduce.v1.Job
+	10, // 33: gpreduce.v1.Coordinator.ListJobs:output_type -> gpreduce.v1.ListJobsResponse
+	3,  // 34: gpreduce.v1.Coordinator.CancelJob:output_type -> gpreduce.v1.Job
+	13, // 35: gpreduce.v1.Coordinator.DeleteJob:output_type -> gpreduce.v1.DeleteJobResponse
+	18, // 36: gpreduce.v1.Coordinator.WatchJob:output_type -> gpreduce.v1.JobEvent
+	20, // 37: gpreduce.v1.Coordinator.Predict:output_type -> gpreduce.v1.PredictResponse
+	22, // 38: gpreduce.v1.Coordinator.GetModel:output_type -> gpreduce.v1.ModelChunk
+	24, // 39: gpreduce.v1.Coordinator.RegisterWorker:output_type -> gpreduce.v1.RegisterWorkerResponse
+	26, // 40: gpreduce.v1.Coordinator.Heartbeat:output_type -> gpreduce.v1.HeartbeatResponse
+	28, // 41: gpreduce.v1.Coordinator.JoinCluster:output_type -> gpreduce.v1.JoinClusterResponse
+	30, // 42: gpreduce.v1.Coordinator.RemoveMember:output_type -> gpreduce.v1.RemoveMemberResponse
+	33, // 43: gpreduce.v1.Coordinator.ListMembers:output_type -> gpreduce.v1.ListMembersResponse
+	36, // 44: gpreduce.v1.Coordinator.ListWorkers:output_type -> gpreduce.v1.ListWorkersResponse
+	16, // 45: gpreduce.v1.Coordinator.ReadIndex:output_type -> gpreduce.v1.ReadIndexResponse
+	22, // 46: gpreduce.v1.Coordinator.GetBlob:output_type -> gpreduce.v1.ModelChunk
+	31, // [31:47] is the sub-list for method output_type
+	15, // [15:31] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_gpreduce_v1_coordinator_proto_init() }
@@ -2451,7 +2591,7 @@ func file_gpreduce_v1_coordinator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gpreduce_v1_coordinator_proto_rawDesc), len(file_gpreduce_v1_coordinator_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   35,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

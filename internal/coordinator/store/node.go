@@ -1,4 +1,4 @@
-package coordinator
+package store
 
 import (
 	"cmp"
@@ -41,9 +41,11 @@ const (
 	DefaultTransportTimeout   = 10 * time.Second
 )
 
+// RaftDBFile is the file in Config.DataDir holding the raft log and stable store.
+const RaftDBFile = "raft.db"
+
 const (
 	snapshotsRetained = 2
-	raftDBFile        = "raft.db"
 	blobDir           = "blobs"
 	modelPipeline     = 16 // model chunks in flight at once
 	boltOpenTimeout   = 5 * time.Second
@@ -103,7 +105,7 @@ type Config struct {
 	Bootstrap bool
 	// Logger receives the node's and raft's logs.
 	Logger zerolog.Logger
-	// FetchBlob gets a model or checkpoint this node lacks from another member (the Server
+	// FetchBlob gets a model or checkpoint this node lacks from another member (the coordinator
 	// asks them over gRPC). Snapshots carry blob hashes, not bytes, so a node that installs
 	// one from the leader needs it; without it such a node cannot serve those blobs.
 	FetchBlob BlobFetcher
@@ -256,7 +258,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("open node %s: create data dir: %w", cfg.ID, err)
 	}
 	store, err := raftboltdb.New(raftboltdb.Options{
-		Path:        filepath.Join(cfg.DataDir, raftDBFile),
+		Path:        filepath.Join(cfg.DataDir, RaftDBFile),
 		BoltOptions: &bbolt.Options{Timeout: boltOpenTimeout},
 	})
 	if err != nil {
@@ -269,7 +271,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("open node %s: open snapshot store: %w", cfg.ID, err)
 	}
 
-	if !cfg.Security.enabled() && (!isLoopbackAddr(cfg.RaftAddr) || (cfg.AdvertiseAddr != "" && !isLoopbackAddr(cfg.AdvertiseAddr))) {
+	if !cfg.Security.Enabled() && (!isLoopbackAddr(cfg.RaftAddr) || (cfg.AdvertiseAddr != "" && !isLoopbackAddr(cfg.AdvertiseAddr))) {
 		return nil, fmt.Errorf("open node %s: raft address %s is not loopback: %w", cfg.ID, cmp.Or(cfg.AdvertiseAddr, cfg.RaftAddr), ErrInsecureRaft)
 	}
 	stream, err := newRaftStream(cfg.RaftAddr, cfg.AdvertiseAddr, cfg.ID, cfg.Security, cfg.TransportTimeout,
@@ -286,7 +288,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("open node %s: inspect raft state: %w", cfg.ID, err)
 	}
-	if existing && !cfg.Security.enabled() {
+	if existing && !cfg.Security.Enabled() {
 		if err := singleMember(store, snaps, cfg.ID); err != nil {
 			return nil, fmt.Errorf("open node %s: %w", cfg.ID, err)
 		}
@@ -506,7 +508,7 @@ func (n *Node) Servers(ctx context.Context) ([]Member, error) {
 // AddVoter adds (or re-addresses) a voting member. It must be called on the leader and
 // returns when the new configuration is committed.
 func (n *Node) AddVoter(ctx context.Context, id, addr string) error {
-	if !n.cfg.Security.enabled() {
+	if !n.cfg.Security.Enabled() {
 		return fmt.Errorf("add voter %s at %s: %w", id, addr, ErrInsecureRaft)
 	}
 	if err := n.checkLeader(); err != nil {

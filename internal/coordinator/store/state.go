@@ -1,4 +1,4 @@
-package coordinator
+package store
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
 
 // Errors returned by the proposing and reading methods of Node. They are wrapped with the job
@@ -67,9 +69,25 @@ func (s JobState) String() string {
 	}
 }
 
-// Finished reports whether s is a final state (Succeeded, Failed or Canceled).
-func (s JobState) Finished() bool {
-	return s == JobSucceeded || s == JobFailed || s == JobCanceled
+// Finished reports whether s is a final state (Succeeded, Failed or Canceled); see
+// pb.JobState.Finished, the one definition.
+func (s JobState) Finished() bool { return s.Proto().Finished() }
+
+// Proto is the API form of s (JOB_STATE_UNSPECIFIED for an invalid state).
+func (s JobState) Proto() pb.JobState {
+	switch s {
+	case JobPending:
+		return pb.JobState_JOB_STATE_PENDING
+	case JobRunning:
+		return pb.JobState_JOB_STATE_RUNNING
+	case JobSucceeded:
+		return pb.JobState_JOB_STATE_SUCCEEDED
+	case JobFailed:
+		return pb.JobState_JOB_STATE_FAILED
+	case JobCanceled:
+		return pb.JobState_JOB_STATE_CANCELED
+	}
+	return pb.JobState_JOB_STATE_UNSPECIFIED
 }
 
 // canMove reports whether a job may go from state s to state to.
@@ -159,7 +177,7 @@ func (e *jobEntry) finishUpload(what string, id uint64, chunks int, size int64, 
 			what, len(u.chunks), u.size, chunks, size, ErrModelUpload)
 	}
 	data := u.bytes()
-	if sum := blobHash(data); sum != sha {
+	if sum := BlobHash(data); sum != sha {
 		return nil, fmt.Errorf("%s: sha256 %s, want %s: %w", what, sum, sha, ErrModelUpload)
 	}
 	return data, nil
@@ -248,7 +266,7 @@ func (s *state) submit(c submitCmd) error {
 		CreatedAt: c.Time,
 		UpdatedAt: c.Time,
 	}}
-	s.jobs[c.ID].events.add(eventRec{JobID: c.ID, State: JobPending, Phase: "state", Message: "submitted", UnixNano: c.Time.UnixNano()})
+	s.jobs[c.ID].events.add(Event{JobID: c.ID, State: JobPending, Phase: "state", Message: "submitted", UnixNano: c.Time.UnixNano()})
 	return nil
 }
 
@@ -275,7 +293,7 @@ func (s *state) setState(c setStateCmd) error {
 	if msg == "" {
 		msg = c.Error
 	}
-	e.events.add(eventRec{JobID: c.ID, State: c.State, Phase: "state", Iteration: int32(e.job.Iteration),
+	e.events.add(Event{JobID: c.ID, State: c.State, Phase: "state", Iteration: int32(e.job.Iteration),
 		Objective: e.job.Objective, Message: msg, UnixNano: c.Time.UnixNano()})
 	return nil
 }
@@ -301,7 +319,7 @@ func (s *state) checkpoint(c checkpointCmd) error {
 	old := e.job.CheckpointHash
 	e.job.CheckpointHash, e.job.CheckpointSize = "", 0
 	if len(data) > 0 {
-		hash := blobHash(data)
+		hash := BlobHash(data)
 		s.ref(hash, data)
 		e.job.CheckpointHash, e.job.CheckpointSize = hash, int64(len(data))
 	}
@@ -380,7 +398,7 @@ func (s *state) cancel(c cancelCmd) error {
 	e.job.UpdatedAt = c.Time
 	e.upload = nil
 	s.dropCheckpoint(e)
-	e.events.add(eventRec{JobID: c.ID, State: JobCanceled, Phase: "state", Iteration: int32(e.job.Iteration),
+	e.events.add(Event{JobID: c.ID, State: JobCanceled, Phase: "state", Iteration: int32(e.job.Iteration),
 		Objective: e.job.Objective, Message: "canceled", UnixNano: c.Time.UnixNano()})
 	return nil
 }

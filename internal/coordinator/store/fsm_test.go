@@ -1,4 +1,4 @@
-package coordinator
+package store
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"maps"
 	"math"
 	"path/filepath"
 	"reflect"
@@ -326,5 +327,39 @@ func TestHclogAdapter(t *testing.T) {
 	a.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}).Print("[ERR] bad thing")
 	if !bytes.Contains(buf.Bytes(), []byte(`"level":"error"`)) || !bytes.Contains(buf.Bytes(), []byte(`"message":"bad thing"`)) {
 		t.Errorf("standard logger: %s", buf.String())
+	}
+}
+
+// TestFSMMembers: API addresses are recorded, replaced, forgotten, and kept in snapshots.
+func TestFSMMembers(t *testing.T) {
+	h := newHarness(t)
+	h.mustApply(opMember, memberCmd{ID: "a", APIAddr: "h:1"})
+	h.mustApply(opMember, memberCmd{ID: "b", APIAddr: "h:2"})
+	h.mustApply(opMember, memberCmd{ID: "a", APIAddr: "h:3"})
+	h.mustApply(opMember, memberCmd{ID: "c", APIAddr: "h:4"})
+	h.mustApply(opMember, memberCmd{ID: "c", Remove: true})
+	for _, bad := range []memberCmd{{APIAddr: "h:5"}, {ID: "d"}} {
+		if err := h.apply(opMember, bad).Err; !errors.Is(err, ErrInvalidArgument) {
+			t.Fatalf("apply %+v: %v", bad, err)
+		}
+	}
+	want := map[string]string{"a": "h:3", "b": "h:2"}
+	if got := h.f.members(); !maps.Equal(got, want) || h.f.memberAPI("a") != "h:3" || h.f.memberAPI("c") != "" {
+		t.Fatalf("members %v, want %v", got, want)
+	}
+	snap, err := h.f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &memSink{}
+	if err := snap.Persist(sink); err != nil {
+		t.Fatal(err)
+	}
+	r := mustFSM(t)
+	if err := r.Restore(io.NopCloser(bytes.NewReader(sink.buf))); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.members(); !maps.Equal(got, want) {
+		t.Fatalf("restored members %v, want %v", got, want)
 	}
 }

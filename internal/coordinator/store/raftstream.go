@@ -1,4 +1,4 @@
-package coordinator
+package store
 
 import (
 	"crypto/ed25519"
@@ -53,10 +53,12 @@ type RaftSecurity struct {
 	ServerTLS, ClientTLS *tls.Config
 }
 
-// enabled reports whether raft traffic is authenticated.
-func (s RaftSecurity) enabled() bool { return len(s.Secret) > 0 || s.mutualTLS() }
+// Enabled reports whether raft traffic is authenticated.
+func (s RaftSecurity) Enabled() bool { return len(s.Secret) > 0 || s.MutualTLS() }
 
-func (s RaftSecurity) mutualTLS() bool {
+// MutualTLS reports whether both TLS configurations are set and the server one requires
+// and verifies client certificates.
+func (s RaftSecurity) MutualTLS() bool {
 	return s.ServerTLS != nil && s.ClientTLS != nil && s.ServerTLS.ClientAuth == tls.RequireAndVerifyClientCert
 }
 
@@ -66,7 +68,7 @@ func (s RaftSecurity) validate() error {
 	case len(s.Secret) > 0 && len(s.Secret) < minRaftSecret:
 		return fmt.Errorf("raft secret: %d bytes is too short: use at least %d (e.g. head -c 32 /dev/urandom | base64): %w",
 			len(s.Secret), minRaftSecret, ErrInvalidArgument)
-	case (s.ServerTLS != nil || s.ClientTLS != nil) && !s.mutualTLS():
+	case (s.ServerTLS != nil || s.ClientTLS != nil) && !s.MutualTLS():
 		return fmt.Errorf("raft TLS: both a server configuration requiring verified client certificates and a client configuration are needed: %w",
 			ErrInvalidArgument)
 	}
@@ -122,7 +124,7 @@ func newRaftStream(bind, advertise string, id string, sec RaftSecurity, timeout 
 	s := &raftStream{id: id, timeout: timeout, log: log,
 		conns: make(chan net.Conn), sem: make(chan struct{}, raftHandshakes), done: make(chan struct{})}
 	switch {
-	case sec.mutualTLS():
+	case sec.MutualTLS():
 		s.serverTLS, s.clientTLS = sec.ServerTLS.Clone(), sec.ClientTLS.Clone()
 	case len(sec.Secret) > 0:
 		var err error
@@ -132,7 +134,7 @@ func newRaftStream(bind, advertise string, id string, sec RaftSecurity, timeout 
 		s.derived = true
 	}
 	if len(sec.Secret) > 0 {
-		s.key = labelled(sec.Secret, raftHMACLabel)
+		s.key = LabelledKey(sec.Secret, raftHMACLabel)
 	}
 	ln, err := net.Listen("tcp", bind)
 	if err != nil {
@@ -147,8 +149,9 @@ func newRaftStream(bind, advertise string, id string, sec RaftSecurity, timeout 
 	return s, nil
 }
 
-// labelled returns HMAC-SHA256(secret, label): independent keys for independent uses.
-func labelled(secret []byte, label string) []byte {
+// LabelledKey returns HMAC-SHA256(secret, label): independent keys for independent uses of
+// the raft secret (the raft handshake here, the membership proofs of the API).
+func LabelledKey(secret []byte, label string) []byte {
 	m := hmac.New(sha256.New, secret)
 	m.Write([]byte(label))
 	return m.Sum(nil)
@@ -158,7 +161,7 @@ func labelled(secret []byte, label string) []byte {
 // Ed25519 key whose seed is derived from secret, and accept only a peer presenting the same
 // key.
 func derivedTLS(secret []byte) (server, client *tls.Config, err error) {
-	priv := ed25519.NewKeyFromSeed(labelled(secret, raftSeedLabel))
+	priv := ed25519.NewKeyFromSeed(LabelledKey(secret, raftSeedLabel))
 	pub := priv.Public().(ed25519.PublicKey)
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "gpreduce raft"},

@@ -1,4 +1,4 @@
-package coordinator
+package store
 
 import (
 	"context"
@@ -62,7 +62,7 @@ func (n *Node) SaveCheckpoint(ctx context.Context, id string, iteration int, obj
 		if err != nil {
 			return fmt.Errorf("checkpoint job %q at iteration %d: %w", id, iteration, err)
 		}
-		c.Upload, c.Chunks, c.Size, c.SHA256 = up, chunks, int64(len(checkpoint)), blobHash(checkpoint)
+		c.Upload, c.Chunks, c.Size, c.SHA256 = up, chunks, int64(len(checkpoint)), BlobHash(checkpoint)
 	}
 	if _, err := n.propose(ctx, opCheckpoint, c); err != nil {
 		return fmt.Errorf("checkpoint job %q at iteration %d: %w", id, iteration, err)
@@ -89,7 +89,7 @@ func (n *Node) PutModel(ctx context.Context, id string, model, metrics []byte, n
 	}
 	c := modelCommitCmd{
 		ID: id, Upload: up, Chunks: chunks, Size: int64(len(model)),
-		SHA256: blobHash(model), Metrics: metrics, Time: stamp(now),
+		SHA256: BlobHash(model), Metrics: metrics, Time: stamp(now),
 	}
 	if _, err := n.propose(ctx, opModelCommit, c); err != nil {
 		return fmt.Errorf("put model of job %q: commit: %w", id, err)
@@ -153,8 +153,8 @@ func (n *Node) DeleteJobs(ctx context.Context, ids []string, now time.Time) erro
 	return nil
 }
 
-// expireJobs removes the given jobs that are still there and finished (retention).
-func (n *Node) expireJobs(ctx context.Context, ids []string, now time.Time) error {
+// ExpireJobs removes the given jobs that are still there and finished (retention).
+func (n *Node) ExpireJobs(ctx context.Context, ids []string, now time.Time) error {
 	if _, err := n.propose(ctx, opDelete, deleteCmd{IDs: ids, Retention: true, Time: stamp(now)}); err != nil {
 		return fmt.Errorf("expire %d finished jobs: %w", len(ids), err)
 	}
@@ -162,7 +162,7 @@ func (n *Node) expireJobs(ctx context.Context, ids []string, now time.Time) erro
 }
 
 // AppendEvents records progress events of their jobs (kept per job, the last 500).
-func (n *Node) AppendEvents(ctx context.Context, evs []eventRec) error {
+func (n *Node) AppendEvents(ctx context.Context, evs []Event) error {
 	if _, err := n.propose(ctx, opEvents, eventsCmd{Events: evs}); err != nil {
 		return fmt.Errorf("record %d job events: %w", len(evs), err)
 	}

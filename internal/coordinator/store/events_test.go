@@ -1,4 +1,4 @@
-package coordinator
+package store
 
 import (
 	"testing"
@@ -10,7 +10,7 @@ func TestEventRing(t *testing.T) {
 		t.Fatalf("empty ring: %v, %d", evs, next)
 	}
 	for i := range eventsPerJob + 10 {
-		r.add(eventRec{Iteration: int32(i)})
+		r.add(Event{Iteration: int32(i)})
 	}
 	// The ring keeps the last eventsPerJob events, in order.
 	evs, next := r.since(0)
@@ -22,12 +22,12 @@ func TestEventRing(t *testing.T) {
 	}
 	// A copy does not see later events.
 	c := r.clone()
-	r.add(eventRec{Iteration: -1})
+	r.add(Event{Iteration: -1})
 	if evs, _ := c.since(0); evs[len(evs)-1].Iteration != eventsPerJob+9 {
 		t.Fatalf("the clone changed: last %d", evs[len(evs)-1].Iteration)
 	}
 	// Long messages are cut.
-	r.add(eventRec{Message: string(make([]byte, 3*eventMessageBytes))})
+	r.add(Event{Message: string(make([]byte, 3*eventMessageBytes))})
 	if evs, _ := r.since(r.next - 1); len(evs[0].Message) > eventMessageBytes+3 {
 		t.Fatalf("message of %d bytes kept", len(evs[0].Message))
 	}

@@ -1,4 +1,4 @@
-package coordinator
+package store
 
 import (
 	"crypto/sha256"
@@ -36,8 +36,9 @@ func newBlobStore(dir string) (*blobStore, error) {
 	return &blobStore{dir: dir}, nil
 }
 
-// blobHash is the hex sha256 of b, the name of its blob.
-func blobHash(b []byte) string {
+// BlobHash is the hex sha256 of b, the name of its blob (and the hash Job.ModelHash and
+// Job.CheckpointHash hold).
+func BlobHash(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
 }
@@ -99,7 +100,7 @@ func (s *blobStore) get(hash string, size int64) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read blob %s: %w", hash, err)
 	}
-	if int64(len(b)) != size || blobHash(b) != hash {
+	if int64(len(b)) != size || BlobHash(b) != hash {
 		return nil, fmt.Errorf("read blob %s: %d bytes on disk do not match the recorded size %d and sha256", hash, len(b), size)
 	}
 	return b, nil

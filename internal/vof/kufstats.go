@@ -32,8 +32,9 @@ type KufStats struct {
 
 var _ reduce.Stats = (*KufStats)(nil)
 
-// Hyper returns theta as recorded in statistics: log lengthscales, log variances, log noise
-// is excluded (the statistics do not depend on it), log feature parameters.
+// Hyper returns the hyperparameters that KufStats depend on, as recorded in them: the log
+// lengthscales, log kernel variances and log feature parameters (not the noise, which the
+// statistics do not depend on).
 func Hyper(p *Params) []float64 {
 	t := make([]float64, 0, len(p.Lengthscales)+len(p.Variances)+len(p.Feature))
 	for _, v := range p.Lengthscales {

@@ -38,6 +38,7 @@ func TestTrigELBOUnbiased(t *testing.T) {
 		{Model{Basis: Trig, Family: kernel.Matern52, Dim: 1, M1: 11}, []float64{5}, 10},
 		{Model{Basis: Trig, Family: kernel.Matern52, Dim: 1, M1: 11, Dense: true}, []float64{5}, 10},
 		{Model{Basis: Trig, Family: kernel.RBF, Dim: 2, M1: 3, Additive: true, Dense: true}, []float64{3, 4}, 6},
+		{Model{Basis: Trig, Family: kernel.Matern32, Dim: 2, M1: 3, Dense: true}, []float64{3, 2}, 5},
 	}
 	for ci, c := range cases {
 		t.Run(fmt.Sprintf("%d_d%d_add%v_dense%v", ci, c.mod.Dim, c.mod.Additive, c.mod.Dense), func(t *testing.T) {

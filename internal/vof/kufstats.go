@@ -4,6 +4,10 @@ import (
 	"fmt"
 	"math"
 
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas64"
+
+	"github.com/gpreduce/gpreduce/internal/linalg"
 	"github.com/gpreduce/gpreduce/internal/reduce"
 )
 
@@ -59,33 +63,37 @@ func AccumulateKuf(fm FeatureMap, p *Params, X, y []float64, d int, grad bool) (
 	}
 	M, P := fm.NumFeatures(), fm.NumShape()
 	st := &KufStats{M: M, NShape: P, Theta: Hyper(p), KY: make([]float64, M), KK: make([]float64, M*M)}
-	var dk []float64
 	if grad {
 		st.DKY = make([]float64, P*M)
 		st.DKK = make([]float64, P*M*M)
+	}
+	// Rows are processed in blocks of accBlock, whose products go through linalg (fixed
+	// blocking: the bits depend only on the shard's rows).
+	nb := min(n, accBlock)
+	K := make([]float64, nb*M)
+	var DK, dk []float64
+	if grad {
+		DK = make([]float64, P*nb*M) // direction p: rows x M at p*nb*M
 		dk = make([]float64, P*M)
 	}
-	k := make([]float64, M)
-	for r := 0; r < n; r++ {
-		fm.Eval(X[r*d:(r+1)*d], k, dk)
-		yr := y[r]
-		st.YY += yr * yr
-		for i, ki := range k {
-			st.KY[i] += ki * yr
-			row := st.KK[i*M : (i+1)*M]
-			for j := i; j < M; j++ {
-				row[j] += ki * k[j]
+	for r0 := 0; r0 < n; r0 += nb {
+		rows := min(nb, n-r0)
+		for r := 0; r < rows; r++ {
+			k := K[r*M : (r+1)*M]
+			fm.Eval(X[(r0+r)*d:(r0+r+1)*d], k, dk)
+			yr := y[r0+r]
+			st.YY += yr * yr
+			addScaled(st.KY, yr, k)
+			for p := 0; p < P && grad; p++ {
+				copy(DK[p*nb*M+r*M:p*nb*M+(r+1)*M], dk[p*M:(p+1)*M])
+				addScaled(st.DKY[p*M:(p+1)*M], yr, dk[p*M:(p+1)*M])
 			}
 		}
+		kb := blas64.General{Rows: rows, Cols: M, Stride: M, Data: K[:rows*M]}
+		linalg.Syrk(blas.Trans, 1, kb, 1, blas64.Symmetric{Uplo: blas.Upper, N: M, Stride: M, Data: st.KK})
 		for p := 0; p < P && grad; p++ {
-			dp := dk[p*M : (p+1)*M]
-			for i, di := range dp {
-				st.DKY[p*M+i] += di * yr
-				row := st.DKK[(p*M+i)*M : (p*M+i+1)*M]
-				for j, kj := range k {
-					row[j] += di * kj
-				}
-			}
+			db := blas64.General{Rows: rows, Cols: M, Stride: M, Data: DK[p*nb*M : p*nb*M+rows*M]}
+			linalg.Gemm(blas.Trans, blas.NoTrans, 1, db, kb, 1, blas64.General{Rows: M, Cols: M, Stride: M, Data: st.DKK[p*M*M : (p+1)*M*M]})
 		}
 	}
 	for i := 0; i < M; i++ {

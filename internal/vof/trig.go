@@ -6,10 +6,18 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas64"
+
 	"github.com/gpreduce/gpreduce/internal/features"
 	"github.com/gpreduce/gpreduce/internal/kernel"
+	"github.com/gpreduce/gpreduce/internal/linalg"
 	"github.com/gpreduce/gpreduce/internal/reduce"
 )
+
+// accBlock is the number of rows the statistics accumulate per matrix product. It is fixed:
+// the bits of a shard's statistics depend on it.
+const accBlock = 256
 
 // MaxTrigPoints bounds the frequencies per grid: the statistics hold four T x T blocks
 // (plus four per input with feature-parameter gradients); 2048^2 float64 are 32 MiB per block.
@@ -185,32 +193,63 @@ func AccumulateTrig(g *TrigGrid, a []float64, X, y []float64, featureGrad bool) 
 			}
 		}
 	}
-	tr := make([][]float64, 4) // cos1, sin1, cos2, sin2
+	// Rows are processed in blocks of accBlock: the four trig matrices (rows x T) of a block
+	// enter P by matrix products (linalg.Gemm, whose bits depend only on its fixed blocking,
+	// so a shard's statistics do not depend on the machine or the worker count).
+	nb := min(n, accBlock)
+	tr := make([][]float64, 4) // cos1, sin1, cos2, sin2, each nb x T
 	for i := range tr {
-		tr[i] = make([]float64, T)
+		tr[i] = make([]float64, nb*T)
 	}
-	for r := 0; r < n; r++ {
-		x := X[r*d : (r+1)*d]
-		for t := 0; t < T; t++ {
-			var p1, p2 float64
-			for k := 0; k < d; k++ {
-				p1 += W1[t*d+k] * x[k]
-				p2 += W2[t*d+k] * x[k]
+	var xtr [2][]float64 // x_k cos1, x_k sin1
+	if featureGrad {
+		xtr = [2][]float64{make([]float64, nb*T), make([]float64, nb*T)}
+	}
+	for r0 := 0; r0 < n; r0 += nb {
+		rows := min(nb, n-r0)
+		for r := 0; r < rows; r++ {
+			x := X[(r0+r)*d : (r0+r+1)*d]
+			for t := 0; t < T; t++ {
+				var p1, p2 float64
+				for k := 0; k < d; k++ {
+					p1 += W1[t*d+k] * x[k]
+					p2 += W2[t*d+k] * x[k]
+				}
+				tr[1][r*T+t], tr[0][r*T+t] = math.Sincos(p1)
+				tr[3][r*T+t], tr[2][r*T+t] = math.Sincos(p2)
 			}
-			tr[1][t], tr[0][t] = math.Sincos(p1)
-			tr[3][t], tr[2][t] = math.Sincos(p2)
-		}
-		yr := y[r]
-		st.YY += yr * yr
-		for i := 0; i < 4; i++ {
-			addScaled(st.B[i], yr, tr[i])
-		}
-		outer(st.P, tr, 1)
-		for k := 0; k < d && featureGrad; k++ {
+			yr := y[r0+r]
+			st.YY += yr * yr
 			for i := 0; i < 4; i++ {
-				addScaled(st.XB[k][i], yr*x[k], tr[i])
+				addScaled(st.B[i], yr, tr[i][r*T:(r+1)*T])
 			}
-			outer(st.XP[k], tr, x[k])
+			for k := 0; k < d && featureGrad; k++ {
+				for i := 0; i < 4; i++ {
+					addScaled(st.XB[k][i], yr*x[k], tr[i][r*T:(r+1)*T])
+				}
+			}
+		}
+		gen := func(a []float64) blas64.General {
+			return blas64.General{Rows: rows, Cols: T, Stride: T, Data: a[:rows*T]}
+		}
+		blocks := func(P [4][]float64, left [2][]float64) {
+			for pp := 0; pp < 2; pp++ {
+				for q := 0; q < 2; q++ {
+					linalg.Gemm(blas.Trans, blas.NoTrans, 1, gen(left[pp]), gen(tr[2+q]), 1,
+						blas64.General{Rows: T, Cols: T, Stride: T, Data: P[2*pp+q]})
+				}
+			}
+		}
+		blocks(st.P, [2][]float64{tr[0], tr[1]})
+		for k := 0; k < d && featureGrad; k++ {
+			for r := 0; r < rows; r++ {
+				xk := X[(r0+r)*d+k]
+				for t := 0; t < T; t++ {
+					xtr[0][r*T+t] = xk * tr[0][r*T+t]
+					xtr[1][r*T+t] = xk * tr[1][r*T+t]
+				}
+			}
+			blocks(st.XP[k], xtr)
 		}
 	}
 	st.N = n
@@ -220,22 +259,6 @@ func AccumulateTrig(g *TrigGrid, a []float64, X, y []float64, featureGrad bool) 
 func addScaled(dst []float64, s float64, x []float64) {
 	for i, v := range x {
 		dst[i] += s * v
-	}
-}
-
-// outer adds s trig_p(w) trig_q(w')^T into P[pq] for the four blocks.
-func outer(P [4][]float64, tr [][]float64, s float64) {
-	T := len(tr[0])
-	for p := 0; p < 2; p++ {
-		for t, v := range tr[p] {
-			sv := s * v
-			if sv == 0 {
-				continue
-			}
-			for q := 0; q < 2; q++ {
-				addScaled(P[2*p+q][t*T:(t+1)*T], sv, tr[2+q])
-			}
-		}
 	}
 }
 

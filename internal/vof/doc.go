@@ -20,4 +20,21 @@
 //
 // Inputs of dimension d > 1 use tensor products of the 1-D bases or an additive model (one
 // 1-D VOF per input), see features.VOFLayout.
+//
+// One optimisation step, Hermite (or TrigVOF with quadrature Kuf):
+//
+//	coordinator: p (Params) -> workers
+//	worker:      fm := NewFeatureMap(mod, p, 0, xmax); st := AccumulateKuf(fm, p, X, y, d, true)
+//	coordinator: merge the shards' st in shard order; F := ELBOKuf(mod, p, st, nTotal, g)
+//
+// For a full batch, OptimalQ gives the optimal m and S at p's hyperparameters, and ELBOKuf
+// there is the collapsed bound with its hyperparameter gradient (an L-BFGS objective in theta
+// alone). One step, TrigVOF:
+//
+//	coordinator: grid := TrigGridForStep(mod, T1, seed, step) -> workers with p.Feature
+//	worker:      st := AccumulateTrig(grid, p.Feature, X, y, learnA)
+//	coordinator: merge in shard order; F := ELBOTrig(mod, p, grid, st, nTotal, g)
+//
+// In fixed-grid mode the grid (one step) and a are fixed and the statistics are accumulated
+// once. Pack, Unpack and PackGrad map Params and Grad to the flat vectors of the optimisers.
 package vof

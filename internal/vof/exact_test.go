@@ -256,7 +256,27 @@ func TestQffConverges(t *testing.T) {
 		{"hermite-2d", Hermite, kernel.RBF, 2, 2, []int{3, 9, 21, 35}, 1e-4, 2},
 		{"trig-1d-rbf", Trig, kernel.RBF, 1, 9, []int{5, 15, 41, 81}, 1e-8, 3},
 		{"trig-1d-matern52", Trig, kernel.Matern52, 1, 40, []int{11, 41, 121, 241}, 2e-3, 3},
+		{"trig-2d-rbf", Trig, kernel.RBF, 2, 8, []int{5, 15, 31}, 1e-6, 2},
 	}
+	// Additive layout: k(x, x') = sum_k v_k k_k(x_k, x'_k).
+	t.Run("hermite-additive", func(t *testing.T) {
+		ls, vs := []float64{0.8, 1.1}, []float64{1.3, 0.4}
+		kadd := func(x, xp []float64) float64 {
+			var s float64
+			for k := range ls {
+				s += kernel.Kernel{Family: kernel.RBF, Lengthscales: ls[k : k+1], SignalVariance: vs[k]}.Eval(x[k:k+1], xp[k:k+1])
+			}
+			return s
+		}
+		mod := Model{Basis: Hermite, Family: kernel.RBF, Dim: 2, M1: 60, Additive: true}
+		p, err := mod.InitParams(ls, vs, 0.1, []float64{2, 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := qffError(t, mod, p, kadd, 3); e > 1e-8 {
+			t.Errorf("additive Hermite: max |Qff - k| = %.3g", e)
+		}
+	})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			ls := []float64{0.8, 1.1}[:c.d]

@@ -144,8 +144,11 @@ func ELBOKuf(mod Model, p *Params, st *KufStats, nTotal int, g *Grad) (float64, 
 	if err != nil {
 		return 0, err
 	}
-	if st.M != M || st.N <= 0 {
+	if st.M != M || st.N <= 0 || len(st.KY) != M || len(st.KK) != M*M {
 		return 0, fmt.Errorf("VOF ELBO: statistics of %d features over %d rows for a model of %d features", st.M, st.N, M)
+	}
+	if st.DKK != nil && (st.NShape != 2*mod.Dim || len(st.DKY) != st.NShape*M || len(st.DKK) != st.NShape*M*M) {
+		return 0, fmt.Errorf("VOF ELBO: statistics gradients of %d directions (%d and %d values) for %d features in %d inputs", st.NShape, len(st.DKY), len(st.DKK), M, mod.Dim)
 	}
 	th := Hyper(p)
 	if len(th) != len(st.Theta) {

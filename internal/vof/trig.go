@@ -262,6 +262,24 @@ func addScaled(dst []float64, s float64, x []float64) {
 	}
 }
 
+// validate checks the shapes of the blocks.
+func (s *TrigStats) validate() error {
+	if s.XP != nil && (len(s.XP) != s.Dim || len(s.XB) != s.Dim) {
+		return fmt.Errorf("%d and %d moment inputs for %d inputs", len(s.XB), len(s.XP), s.Dim)
+	}
+	for i := 0; i < 4; i++ {
+		if len(s.B[i]) != s.T || len(s.P[i]) != s.T*s.T {
+			return fmt.Errorf("block %d has %d and %d values for %d frequencies", i, len(s.B[i]), len(s.P[i]), s.T)
+		}
+		for k := range s.XP {
+			if len(s.XB[k][i]) != s.T || len(s.XP[k][i]) != s.T*s.T {
+				return fmt.Errorf("moment block %d of input %d has %d and %d values for %d frequencies", i, k, len(s.XB[k][i]), len(s.XP[k][i]), s.T)
+			}
+		}
+	}
+	return nil
+}
+
 // Merge adds next (the statistics of the shards after the receiver's, in shard order) into s.
 func (s *TrigStats) Merge(next reduce.Stats) error {
 	o, ok := next.(*TrigStats)
@@ -274,15 +292,11 @@ func (s *TrigStats) Merge(next reduce.Stats) error {
 	if o.Grid != s.Grid {
 		return fmt.Errorf("merge TrigStats computed on different frequency grids (%x and %x)", s.Grid, o.Grid)
 	}
-	for i := 0; i < 4; i++ {
-		if len(o.B[i]) != s.T || len(s.B[i]) != s.T || len(o.P[i]) != s.T*s.T || len(s.P[i]) != s.T*s.T {
-			return fmt.Errorf("merge TrigStats of %d frequencies: malformed block %d", s.T, i)
-		}
-		for k := range s.XP {
-			if len(o.XB[k][i]) != s.T || len(s.XB[k][i]) != s.T || len(o.XP[k][i]) != s.T*s.T || len(s.XP[k][i]) != s.T*s.T {
-				return fmt.Errorf("merge TrigStats of %d frequencies: malformed moment block %d of input %d", s.T, i, k)
-			}
-		}
+	if err := s.validate(); err != nil {
+		return fmt.Errorf("merge TrigStats: receiver: %w", err)
+	}
+	if err := o.validate(); err != nil {
+		return fmt.Errorf("merge TrigStats: next: %w", err)
 	}
 	s.N += o.N
 	s.YY += o.YY
@@ -381,6 +395,9 @@ func ELBOTrig(mod Model, p *Params, grid *TrigGrid, st *TrigStats, nTotal int, g
 	T := grid.NumPoints()
 	if grid.Dim != d || grid.Additive != mod.Additive || st.T != T || st.Dim != d || st.N <= 0 {
 		return 0, fmt.Errorf("TrigVOF ELBO: statistics of %d frequencies over %d rows, grid of %d in %d inputs, model of %d inputs", st.T, st.N, T, grid.Dim, d)
+	}
+	if err := st.validate(); err != nil {
+		return 0, fmt.Errorf("TrigVOF ELBO: %w", err)
 	}
 	W1, W2 := grid.Frequencies(p.Feature)
 	if fingerprint(W1, W2) != st.Grid {

@@ -1,0 +1,91 @@
+package vof
+
+import (
+	"fmt"
+	"math"
+
+	"gonum.org/v1/gonum/mat"
+)
+
+// OptimalQ returns the variational mean and covariance factor that maximise the ELBO at p's
+// hyperparameters given statistics st of a batch of st.N rows (scaled to nTotal): with
+// s = nTotal/N and A = I + (s/sigma^2) KK,
+//
+//	m* = (s/sigma^2) A^-1 KY,   S* = A^-1 (dense; Titsias 2009, Section 3.2 of the paper),
+//	S*_jj = 1 / (1 + (s/sigma^2) KK_jj)   (diagonal S; m* is the same),
+//
+// so that ELBOKuf at the result is the collapsed bound, and its gradient in the
+// hyperparameters is the gradient of the collapsed bound (the m and S gradients vanish). The
+// dense factor L (S* = L L^T, L lower) is J R^-T J for the Cholesky factor R of J A J, with J
+// the order reversal; A itself is never inverted.
+func OptimalQ(mod Model, p *Params, KY, KK []float64, n, nTotal int) (mean, chol []float64, err error) {
+	M := len(KY)
+	if len(KK) != M*M || n <= 0 {
+		return nil, nil, fmt.Errorf("VOF optimal q: %d-vector with %d matrix entries over %d rows", M, len(KK), n)
+	}
+	c := float64(nTotal) / float64(n) / p.Noise
+	A := mat.NewSymDense(M, nil)
+	for i := 0; i < M; i++ {
+		for j := i; j < M; j++ {
+			v := c * 0.5 * (KK[i*M+j] + KK[j*M+i])
+			if i == j {
+				v++
+			}
+			A.SetSym(i, j, v)
+		}
+	}
+	var ch mat.Cholesky
+	if !ch.Factorize(A) {
+		return nil, nil, fmt.Errorf("VOF optimal q: I + KK/sigma^2 is not numerically positive definite (noise %g)", p.Noise)
+	}
+	b := mat.NewVecDense(M, nil)
+	for i := range KY {
+		b.SetVec(i, c*KY[i])
+	}
+	var mv mat.VecDense
+	if err := ch.SolveVecTo(&mv, b); err != nil {
+		return nil, nil, fmt.Errorf("VOF optimal q: %w", err)
+	}
+	mean = make([]float64, M)
+	for i := range mean {
+		mean[i] = mv.AtVec(i)
+	}
+	if !mod.Dense {
+		chol = make([]float64, M)
+		for j := range chol {
+			chol[j] = 1 / sqrtPos(A.At(j, j))
+		}
+		return mean, chol, nil
+	}
+	// JAJ = R R^T (R lower); A^-1 = J R^-T R^-1 J, and J R^-T J is lower triangular.
+	JA := mat.NewSymDense(M, nil)
+	for i := 0; i < M; i++ {
+		for j := i; j < M; j++ {
+			JA.SetSym(i, j, A.At(M-1-i, M-1-j))
+		}
+	}
+	var cr mat.Cholesky
+	if !cr.Factorize(JA) {
+		return nil, nil, fmt.Errorf("VOF optimal q: reversed I + KK/sigma^2 is not numerically positive definite")
+	}
+	var U mat.TriDense // JAJ = U^T U, so R = U^T and R^-T = U^-1 (upper)
+	cr.UTo(&U)
+	var Ui mat.TriDense
+	if err := Ui.InverseTri(&U); err != nil {
+		return nil, nil, fmt.Errorf("VOF optimal q: %w", err)
+	}
+	chol = make([]float64, M*M)
+	for i := 0; i < M; i++ {
+		for j := 0; j <= i; j++ {
+			chol[i*M+j] = Ui.At(M-1-i, M-1-j)
+		}
+	}
+	return mean, chol, nil
+}
+
+func sqrtPos(x float64) float64 {
+	if x <= 0 {
+		return 0
+	}
+	return math.Sqrt(x)
+}

@@ -39,10 +39,12 @@ func testServerConfig(t testing.TB, id string, log zerolog.Logger) ServerConfig 
 		RaftSecret:       []byte(testRaftSecret),
 		Raft: RaftTuning{
 			ApplyTimeout: 5 * time.Second,
-			// Long enough that a loaded 2-core machine does not start elections by itself.
-			HeartbeatTimeout:   500 * time.Millisecond,
-			ElectionTimeout:    500 * time.Millisecond,
-			LeaderLeaseTimeout: 400 * time.Millisecond,
+			// Long enough that a loaded 2-core machine (load average 10 and more, with other
+			// packages' tests beside these) does not start elections by itself; at 500 ms a
+			// leader stepped down mid-test under that load.
+			HeartbeatTimeout:   time.Second,
+			ElectionTimeout:    time.Second,
+			LeaderLeaseTimeout: 800 * time.Millisecond,
 			CommitTimeout:      5 * time.Millisecond,
 			TransportTimeout:   2 * time.Second,
 		},

@@ -31,7 +31,7 @@ type Posterior interface {
 	// these bytes back into an equal posterior.
 	Encode(e *Encoder)
 	// Describe lists the posterior's sizes and settings for `model show`, for example its
-	// feature count or rank (see Field).
+	// feature count or rank (see Field). It is called on a valid model.
 	Describe() []Field
 }
 

@@ -436,9 +436,7 @@ func score(m *model.Model, tr, te *shard.Table, shards, workers int, trainSec fl
 		Domain:          m.DomainString(), OutsideDomain: pred.NOutside, Warnings: warningsOf(m.Warnings),
 	}
 	r.RMSEStd, r.NLLStd = sc.RMSE/m.Transform.YScale, sc.NLL-math.Log(m.Transform.YScale)
-	if m.Features != nil {
-		r.Features = len(m.Features.Beta)
-	}
+	r.Features = m.NumFeatures()
 	if c := m.Choice; c != nil {
 		r.MethodRequested, r.MethodReason = c.Requested, c.Reason
 	}

@@ -7,24 +7,35 @@ import (
 	"fmt"
 	"io"
 	"math"
-
-	"github.com/gpreduce/gpreduce/internal/kernel"
-	"github.com/gpreduce/gpreduce/internal/solver"
 )
 
 // The model encoding is a fixed sequence of fields, each written in little-endian binary:
 // integers as int64, floats as their IEEE-754 bits, strings and slices as an int64 length
-// followed by the elements, optional groups as a presence byte. It depends only on the
-// model's values, never on what else a process has encoded (unlike encoding/gob, whose type
-// numbers do), so the same model is the same bytes in every process.
+// followed by the elements, presence flags as 0 or 1. It depends only on the model's values,
+// never on what else a process has encoded (unlike encoding/gob, whose type numbers do), so
+// the same model is the same bytes in every process.
+//
+// The body of Version 2 is:
+//
+//	the common fields: Version, Method, Kernel, D, Columns, Target, the transform, the
+//	    hyperparameters, LogLik, Trace, Iterations, NTrain (encoder.common)
+//	the posterior's registered name, then its section as a length-prefixed byte string
+//	    (Posterior.Encode)
+//	the number of tagged sections, then per section its tag and its payload as a
+//	    length-prefixed byte string (extensions)
+//
+// Version-1 bodies (the same common fields, then a fixed sequence of per-method groups) are
+// still read, by codec_v1.go.
 
-type encoder struct {
+// Encoder writes the fields of a model encoding. A posterior's Encode writes its section
+// with it. The first error is kept and stops all later writes.
+type Encoder struct {
 	w   io.Writer
 	buf [8]byte
 	err error
 }
 
-func (e *encoder) u64(v uint64) {
+func (e *Encoder) u64(v uint64) {
 	if e.err != nil {
 		return
 	}
@@ -32,9 +43,14 @@ func (e *encoder) u64(v uint64) {
 	_, e.err = e.w.Write(e.buf[:])
 }
 
-func (e *encoder) int(v int)       { e.u64(uint64(int64(v))) }
-func (e *encoder) float(v float64) { e.u64(math.Float64bits(v)) }
-func (e *encoder) bool(v bool) {
+// Int writes an integer as an int64.
+func (e *Encoder) Int(v int) { e.u64(uint64(int64(v))) }
+
+// Float writes a float64 as its IEEE-754 bits.
+func (e *Encoder) Float(v float64) { e.u64(math.Float64bits(v)) }
+
+// Bool writes a presence flag, 1 or 0.
+func (e *Encoder) Bool(v bool) {
 	if v {
 		e.u64(1)
 	} else {
@@ -42,136 +58,114 @@ func (e *encoder) bool(v bool) {
 	}
 }
 
-func (e *encoder) str(s string) {
-	e.int(len(s))
+// Str writes a string: its length, then its bytes.
+func (e *Encoder) Str(s string) {
+	e.Int(len(s))
 	if e.err == nil {
 		_, e.err = io.WriteString(e.w, s)
 	}
 }
 
-func (e *encoder) floats(v []float64) {
-	e.int(len(v))
+// Floats writes a slice of floats: its length, then the elements.
+func (e *Encoder) Floats(v []float64) {
+	e.Int(len(v))
 	for _, x := range v {
-		e.float(x)
+		e.Float(x)
 	}
 }
 
-func (e *encoder) ints(v []int) {
-	e.int(len(v))
+// Ints writes a slice of integers: its length, then the elements.
+func (e *Encoder) Ints(v []int) {
+	e.Int(len(v))
 	for _, x := range v {
-		e.int(x)
+		e.Int(x)
 	}
 }
 
-func (e *encoder) strs(v []string) {
-	e.int(len(v))
+// Strs writes a slice of strings: its length, then the elements.
+func (e *Encoder) Strs(v []string) {
+	e.Int(len(v))
 	for _, s := range v {
-		e.str(s)
+		e.Str(s)
 	}
 }
 
-func (e *encoder) model(m *Model) {
-	e.int(m.Version)
-	e.str(m.Method)
-	e.str(m.Kernel)
-	e.int(m.D)
-	e.strs(m.Columns)
-	e.str(m.Target)
-	e.floats(m.Transform.XMean)
-	e.floats(m.Transform.XScale)
-	e.float(m.Transform.YMean)
-	e.float(m.Transform.YScale)
-	e.floats(m.Hyper.Lengthscales)
-	e.float(m.Hyper.SignalVariance)
-	e.float(m.Hyper.NoiseVariance)
-	e.float(m.LogLik)
-	e.floats(m.Trace)
-	e.int(m.Iterations)
-	e.int(m.NTrain)
-	e.bool(m.GL != nil)
-	if m.GL != nil {
-		e.floats(m.GL.U)
-		e.ints(m.GL.NodesPerDim)
+// Floatss writes a slice of float slices: its length, then the elements.
+func (e *Encoder) Floatss(v [][]float64) {
+	e.Int(len(v))
+	for _, x := range v {
+		e.Floats(x)
 	}
-	e.bool(m.RFF != nil)
-	if m.RFF != nil {
-		e.floats(m.RFF.Omega)
-		e.int(m.RFF.Features)
+}
+
+// Fail records err as the encoding's error (unless one is already recorded), for a posterior
+// that cannot be encoded.
+func (e *Encoder) Fail(err error) {
+	if e.err == nil {
+		e.err = err
 	}
-	e.bool(m.Features != nil)
-	if f := m.Features; f != nil {
-		e.float(f.SF2)
-		e.float(f.SN2)
-		e.floats(f.SqrtH)
-		e.floats(f.Beta)
-		e.floats(f.R)
+}
+
+// section returns what write encodes, as a byte string for a length-prefixed section.
+func section(write func(e *Encoder)) (string, error) {
+	var buf bytes.Buffer
+	sub := &Encoder{w: &buf}
+	write(sub)
+	return buf.String(), sub.err
+}
+
+// common writes the fields every model has, in the order of both body versions.
+func (e *Encoder) common(m *Model) {
+	e.Int(m.Version)
+	e.Str(m.Method)
+	e.Str(m.Kernel)
+	e.Int(m.D)
+	e.Strs(m.Columns)
+	e.Str(m.Target)
+	e.Floats(m.Transform.XMean)
+	e.Floats(m.Transform.XScale)
+	e.Float(m.Transform.YMean)
+	e.Float(m.Transform.YScale)
+	e.Floats(m.Hyper.Lengthscales)
+	e.Float(m.Hyper.SignalVariance)
+	e.Float(m.Hyper.NoiseVariance)
+	e.Float(m.LogLik)
+	e.Floats(m.Trace)
+	e.Int(m.Iterations)
+	e.Int(m.NTrain)
+}
+
+// model writes the body: the common fields, the posterior and the tagged sections.
+func (e *Encoder) model(m *Model) {
+	if m.Posterior == nil {
+		e.Fail(errors.New("the model has no posterior"))
+		return
 	}
-	e.bool(m.Exact != nil)
-	if x := m.Exact; x != nil {
-		e.int(int(x.Kernel.Family))
-		e.floats(x.Kernel.Lengthscales)
-		e.float(x.Kernel.SignalVariance)
-		e.float(x.Noise)
-		e.floats(x.X)
-		e.int(x.D)
-		e.floats(x.Alpha)
-		e.floats(x.R)
+	name := m.Posterior.Name()
+	if _, ok := lookupPosterior(name); !ok {
+		e.Fail(fmt.Errorf("posterior %q is not registered (model.RegisterPosterior)", name))
+		return
 	}
-	// GRIEF comes after the fixed fields and is written only for GRIEF models (or as an absent
-	// flag before an expansion posterior), so models written before it existed (which end
-	// here) still decode.
-	if g := m.GRIEF; g != nil {
-		e.bool(true)
-		e.floats(g.Lengthscales)
-		e.float(g.SignalVariance)
-		e.floatss(g.Grid)
-		e.floatss(g.Q)
-		e.floatss(g.LogLam)
-		e.ints(g.Idx)
-		e.floats(g.LogLamP)
-		e.bool(m.GRIEFPost != nil)
-		if q := m.GRIEFPost; q != nil {
-			e.str(q.Inference)
-			e.floats(q.Beta)
-			e.floats(q.C)
-			e.floats(q.W)
-			e.int(q.Samples)
-		}
-	} else if m.GRIEFPost != nil {
-		e.bool(false)
-		e.err = errors.New("GRIEF posterior without a GRIEF map")
+	e.common(m)
+	e.Str(name)
+	payload, err := section(m.Posterior.Encode)
+	if err != nil {
+		e.Fail(fmt.Errorf("%s posterior: %w", name, err))
+		return
 	}
-	// The expansion posterior follows, after an explicit GRIEF-absent flag when there is no
-	// GRIEF section; models without it end as before.
-	if x := m.Expansion; x != nil {
-		if m.GRIEF == nil {
-			e.bool(false)
-		}
-		e.bool(true)
-		e.int(int(x.Kernel.Family))
-		e.floats(x.Kernel.Lengthscales)
-		e.float(x.Kernel.SignalVariance)
-		e.floats(x.X)
-		e.int(x.D)
-		e.floats(x.Alpha)
-		e.floats(x.Minus)
-		e.int(x.RMinus)
-		e.floats(x.Plus)
-		e.int(x.RPlus)
-		e.float(x.PlusScale)
-	}
+	e.Str(payload)
 	e.extensions(m)
 }
 
-// extension is an optional tagged section of the model encoding, written after the fixed
-// fields and the GRIEF and expansion sections. New optional data goes here, one entry per
-// tag, so that sections added independently never depend on each other's order and models
-// written before a tag existed still decode.
+// extension is an optional tagged section of the model encoding, written after the
+// posterior. New optional data common to all models goes here, one entry per tag, so that
+// sections added independently never depend on each other's order and models written before
+// a tag existed still decode.
 type extension struct {
 	tag     string
 	present func(m *Model) bool
-	encode  func(e *encoder, m *Model)
-	decode  func(d *decoder, m *Model)
+	encode  func(e *Encoder, m *Model)
+	decode  func(d *Decoder, m *Model)
 }
 
 // extensions lists the tagged sections in the order they are written. Each tag appears at
@@ -181,137 +175,79 @@ func extensions() []extension {
 		{
 			tag:     "warnings",
 			present: func(m *Model) bool { return len(m.Warnings) > 0 },
-			encode: func(e *encoder, m *Model) {
-				e.int(len(m.Warnings))
+			encode: func(e *Encoder, m *Model) {
+				e.Int(len(m.Warnings))
 				for _, w := range m.Warnings {
-					e.str(w.Code)
-					e.str(w.Message)
+					e.Str(w.Code)
+					e.Str(w.Message)
 				}
 			},
-			decode: func(d *decoder, m *Model) {
-				n := d.length(16)
+			decode: func(d *Decoder, m *Model) {
+				n := d.Length(16)
 				for i := 0; i < n && d.err == nil; i++ {
-					m.Warnings = append(m.Warnings, Warning{Code: d.str(), Message: d.str()})
+					m.Warnings = append(m.Warnings, Warning{Code: d.Str(), Message: d.Str()})
 				}
 			},
 		},
 		{
 			tag:     "loglik_se",
 			present: func(m *Model) bool { return m.LogLikSE != 0 },
-			encode:  func(e *encoder, m *Model) { e.float(m.LogLikSE) },
-			decode:  func(d *decoder, m *Model) { m.LogLikSE = d.float() },
+			encode:  func(e *Encoder, m *Model) { e.Float(m.LogLikSE) },
+			decode:  func(d *Decoder, m *Model) { m.LogLikSE = d.Float() },
 		},
 		{
 			tag:     "domain",
 			present: func(m *Model) bool { return m.Domain != nil },
-			encode:  func(e *encoder, m *Model) { e.floats(m.Domain.Lo); e.floats(m.Domain.Hi) },
-			decode:  func(d *decoder, m *Model) { m.Domain = &Domain{Lo: d.floats(), Hi: d.floats()} },
+			encode:  func(e *Encoder, m *Model) { e.Floats(m.Domain.Lo); e.Floats(m.Domain.Hi) },
+			decode:  func(d *Decoder, m *Model) { m.Domain = &Domain{Lo: d.Floats(), Hi: d.Floats()} },
 		},
 		{
 			tag:     "sizing",
 			present: func(m *Model) bool { return m.Sizing != nil },
-			encode:  func(e *encoder, m *Model) { e.floats(m.Sizing.LengthscaleMin); e.floats(m.Sizing.LengthscaleMax) },
-			decode: func(d *decoder, m *Model) {
-				m.Sizing = &Sizing{LengthscaleMin: d.floats(), LengthscaleMax: d.floats()}
+			encode:  func(e *Encoder, m *Model) { e.Floats(m.Sizing.LengthscaleMin); e.Floats(m.Sizing.LengthscaleMax) },
+			decode: func(d *Decoder, m *Model) {
+				m.Sizing = &Sizing{LengthscaleMin: d.Floats(), LengthscaleMax: d.Floats()}
 			},
 		},
 		{
 			tag:     "method_choice",
 			present: func(m *Model) bool { return m.Choice != nil },
-			encode:  func(e *encoder, m *Model) { e.str(m.Choice.Requested); e.str(m.Choice.Reason) },
-			decode:  func(d *decoder, m *Model) { m.Choice = &MethodChoice{Requested: d.str(), Reason: d.str()} },
+			encode:  func(e *Encoder, m *Model) { e.Str(m.Choice.Requested); e.Str(m.Choice.Reason) },
+			decode:  func(d *Decoder, m *Model) { m.Choice = &MethodChoice{Requested: d.Str(), Reason: d.Str()} },
 		},
 	}
 }
 
-// extensions writes the tagged trailer: when any extension is present, explicit absent
-// flags for the GRIEF and expansion sections (if not written), then the count of sections
-// and, per section, its tag and its payload as a length-prefixed byte string.
-func (e *encoder) extensions(m *Model) {
+// extensions writes the tagged sections: their count (possibly 0), then per present section
+// its tag and its payload as a length-prefixed byte string.
+func (e *Encoder) extensions(m *Model) {
 	var present []extension
 	for _, x := range extensions() {
 		if x.present(m) {
 			present = append(present, x)
 		}
 	}
-	if len(present) == 0 {
-		return
-	}
-	if m.GRIEF == nil && m.Expansion == nil {
-		e.bool(false)
-	}
-	if m.Expansion == nil {
-		e.bool(false)
-	}
-	e.int(len(present))
+	e.Int(len(present))
 	for _, x := range present {
-		e.str(x.tag)
-		var buf bytes.Buffer
-		sub := &encoder{w: &buf}
-		x.encode(sub, m)
-		if sub.err != nil && e.err == nil {
-			e.err = sub.err
-		}
-		e.str(buf.String())
+		e.Str(x.tag)
+		payload, err := section(func(sub *Encoder) { x.encode(sub, m) })
+		e.Fail(err)
+		e.Str(payload)
 	}
 }
 
-// extensions reads the tagged trailer written by encoder.extensions. Tags must be known to
-// this build, appear once each and in the encoder's order, and each payload must be read
-// exactly, so every accepted model encodes back to the bytes it was read from.
-func (d *decoder) extensions(m *Model) {
-	n := d.length(8)
-	if d.err == nil && n == 0 {
-		d.err = fmt.Errorf("%w: an empty extension trailer", errTruncated)
-		return
-	}
-	known := extensions()
-	next := 0
-	for i := 0; i < n && d.err == nil; i++ {
-		tag := d.str()
-		payload := d.str()
-		if d.err != nil {
-			return
-		}
-		j := next
-		for j < len(known) && known[j].tag != tag {
-			j++
-		}
-		if j == len(known) {
-			d.err = fmt.Errorf("%w: unknown or out-of-order model section %q (written by a newer build?)", errTruncated, tag)
-			return
-		}
-		next = j + 1
-		sub := &decoder{b: []byte(payload)}
-		known[j].decode(sub, m)
-		switch {
-		case sub.err != nil:
-			d.err = fmt.Errorf("model section %q: %w", tag, sub.err)
-		case len(sub.b) != 0:
-			d.err = fmt.Errorf("%w: %d bytes after model section %q", errTruncated, len(sub.b), tag)
-		case !known[j].present(m):
-			d.err = fmt.Errorf("%w: empty model section %q written out", errTruncated, tag)
-		}
-	}
-}
-
-func (e *encoder) floatss(v [][]float64) {
-	e.int(len(v))
-	for _, x := range v {
-		e.floats(x)
-	}
-}
-
-// decoder reads what encoder wrote. Every length is checked against the bytes that remain,
-// so corrupt input fails with an error instead of a huge allocation or a panic.
-type decoder struct {
+// Decoder reads what Encoder wrote. Every length is checked against the bytes that remain,
+// so corrupt input fails with an error instead of a huge allocation or a panic. After the
+// first error every read returns the zero value; the caller checks the error once at the
+// end.
+type Decoder struct {
 	b   []byte
 	err error
 }
 
 var errTruncated = errors.New("truncated or corrupt model")
 
-func (d *decoder) u64() uint64 {
+func (d *Decoder) u64() uint64 {
 	if d.err != nil {
 		return 0
 	}
@@ -324,46 +260,45 @@ func (d *decoder) u64() uint64 {
 	return v
 }
 
-func (d *decoder) int() int {
+// Int reads an integer; one outside the int32 range is an error.
+func (d *Decoder) Int() int {
 	v := int64(d.u64())
 	if v < math.MinInt32 || v > math.MaxInt32 {
-		if d.err == nil {
-			d.err = fmt.Errorf("%w: integer %d out of range", errTruncated, v)
-		}
+		d.Fail(fmt.Errorf("%w: integer %d out of range", errTruncated, v))
 		return 0
 	}
 	return int(v)
 }
 
-func (d *decoder) float() float64 { return math.Float64frombits(d.u64()) }
+// Float reads a float64.
+func (d *Decoder) Float() float64 { return math.Float64frombits(d.u64()) }
 
-func (d *decoder) bool() bool {
+// Bool reads a presence flag; anything but 0 or 1 is an error.
+func (d *Decoder) Bool() bool {
 	switch d.u64() {
 	case 0:
 		return false
 	case 1:
 		return true
 	}
-	if d.err == nil {
-		d.err = fmt.Errorf("%w: bad presence flag", errTruncated)
-	}
+	d.Fail(fmt.Errorf("%w: bad presence flag", errTruncated))
 	return false
 }
 
-// length reads a length whose elements take at least size bytes each.
-func (d *decoder) length(size int) int {
-	n := d.int()
+// Length reads a length whose elements take at least size bytes each; one longer than the
+// remaining bytes allow is an error.
+func (d *Decoder) Length(size int) int {
+	n := d.Int()
 	if n < 0 || n*size > len(d.b) {
-		if d.err == nil {
-			d.err = fmt.Errorf("%w: length %d exceeds the remaining %d bytes", errTruncated, n, len(d.b))
-		}
+		d.Fail(fmt.Errorf("%w: length %d exceeds the remaining %d bytes", errTruncated, n, len(d.b)))
 		return 0
 	}
 	return n
 }
 
-func (d *decoder) str() string {
-	n := d.length(1)
+// Str reads a string.
+func (d *Decoder) Str() string {
+	n := d.Length(1)
 	if d.err != nil {
 		return ""
 	}
@@ -372,153 +307,172 @@ func (d *decoder) str() string {
 	return s
 }
 
-func (d *decoder) floats() []float64 {
-	n := d.length(8)
+// Floats reads a slice of floats (nil when empty).
+func (d *Decoder) Floats() []float64 {
+	n := d.Length(8)
 	if d.err != nil || n == 0 {
 		return nil
 	}
 	v := make([]float64, n)
 	for i := range v {
-		v[i] = d.float()
+		v[i] = d.Float()
 	}
 	return v
 }
 
-func (d *decoder) ints() []int {
-	n := d.length(8)
+// Ints reads a slice of integers (nil when empty).
+func (d *Decoder) Ints() []int {
+	n := d.Length(8)
 	if d.err != nil || n == 0 {
 		return nil
 	}
 	v := make([]int, n)
 	for i := range v {
-		v[i] = d.int()
+		v[i] = d.Int()
 	}
 	return v
 }
 
-func (d *decoder) floatss() [][]float64 {
-	n := d.length(8)
+// Floatss reads a slice of float slices (nil when empty).
+func (d *Decoder) Floatss() [][]float64 {
+	n := d.Length(8)
 	if d.err != nil || n == 0 {
 		return nil
 	}
 	v := make([][]float64, n)
 	for i := range v {
-		v[i] = d.floats()
+		v[i] = d.Floats()
 	}
 	return v
 }
 
-func (d *decoder) strs() []string {
-	n := d.length(8)
+// Strs reads a slice of strings (nil when empty).
+func (d *Decoder) Strs() []string {
+	n := d.Length(8)
 	if d.err != nil || n == 0 {
 		return nil
 	}
 	v := make([]string, n)
 	for i := range v {
-		v[i] = d.str()
+		v[i] = d.Str()
 	}
 	return v
 }
 
-func (d *decoder) model() *Model {
+// Fail records err as the decoding's error (unless one is already recorded), for a section
+// whose values are inconsistent in a way the reads cannot see.
+func (d *Decoder) Fail(err error) {
+	if d.err == nil {
+		d.err = err
+	}
+}
+
+// Err returns the first error of the decoding, nil if none.
+func (d *Decoder) Err() error { return d.err }
+
+// common reads the fields every model has.
+func (d *Decoder) common(m *Model) {
+	m.Version = d.Int()
+	m.Method = d.Str()
+	m.Kernel = d.Str()
+	m.D = d.Int()
+	m.Columns = d.Strs()
+	m.Target = d.Str()
+	m.Transform.XMean = d.Floats()
+	m.Transform.XScale = d.Floats()
+	m.Transform.YMean = d.Float()
+	m.Transform.YScale = d.Float()
+	m.Hyper.Lengthscales = d.Floats()
+	m.Hyper.SignalVariance = d.Float()
+	m.Hyper.NoiseVariance = d.Float()
+	m.LogLik = d.Float()
+	m.Trace = d.Floats()
+	m.Iterations = d.Int()
+	m.NTrain = d.Int()
+}
+
+// model reads a body of either version. A Version-1 body is read into the same model a
+// Version-2 body would give, with Version set to Version.
+func (d *Decoder) model() *Model {
 	m := &Model{}
-	m.Version = d.int()
-	m.Method = d.str()
-	m.Kernel = d.str()
-	m.D = d.int()
-	m.Columns = d.strs()
-	m.Target = d.str()
-	m.Transform.XMean = d.floats()
-	m.Transform.XScale = d.floats()
-	m.Transform.YMean = d.float()
-	m.Transform.YScale = d.float()
-	m.Hyper.Lengthscales = d.floats()
-	m.Hyper.SignalVariance = d.float()
-	m.Hyper.NoiseVariance = d.float()
-	m.LogLik = d.float()
-	m.Trace = d.floats()
-	m.Iterations = d.int()
-	m.NTrain = d.int()
-	if d.bool() {
-		m.GL = &GLParams{U: d.floats(), NodesPerDim: d.ints()}
+	d.common(m)
+	if d.err != nil {
+		return m
 	}
-	if d.bool() {
-		m.RFF = &RFFParams{Omega: d.floats(), Features: d.int()}
-	}
-	if d.bool() {
-		f := &solver.FeaturePredictor{}
-		f.SF2 = d.float()
-		f.SN2 = d.float()
-		f.SqrtH = d.floats()
-		f.Beta = d.floats()
-		f.R = d.floats()
-		m.Features = f
-	}
-	if d.bool() {
-		x := &solver.ExactPredictor{}
-		x.Kernel.Family = kernel.Family(d.int())
-		x.Kernel.Lengthscales = d.floats()
-		x.Kernel.SignalVariance = d.float()
-		x.Noise = d.float()
-		x.X = d.floats()
-		x.D = d.int()
-		x.Alpha = d.floats()
-		x.R = d.floats()
-		m.Exact = x
-	}
-	// The trailing GRIEF and expansion sections are optional: a model may end before either.
-	// Encode writes a false presence flag only for an absent GRIEF section directly before an
-	// expansion, so any other false flag here is corrupt, and every model Decode accepts
-	// encodes back to the bytes it was read from.
-	griefAbsent := false
-	if d.err == nil && len(d.b) != 0 {
-		if d.bool() {
-			g := &GRIEFParams{}
-			g.Lengthscales = d.floats()
-			g.SignalVariance = d.float()
-			g.Grid = d.floatss()
-			g.Q = d.floatss()
-			g.LogLam = d.floatss()
-			g.Idx = d.ints()
-			g.LogLamP = d.floats()
-			m.GRIEF = g
-			if d.bool() {
-				q := &GRIEFPost{}
-				q.Inference = d.str()
-				q.Beta = d.floats()
-				q.C = d.floats()
-				q.W = d.floats()
-				q.Samples = d.int()
-				m.GRIEFPost = q
-			}
-		} else {
-			griefAbsent = true
-		}
-	}
-	if d.err == nil && (griefAbsent || len(d.b) != 0) {
-		if d.bool() {
-			x := &solver.ExpansionPredictor{}
-			x.Kernel.Family = kernel.Family(d.int())
-			x.Kernel.Lengthscales = d.floats()
-			x.Kernel.SignalVariance = d.float()
-			x.X = d.floats()
-			x.D = d.int()
-			x.Alpha = d.floats()
-			x.Minus = d.floats()
-			x.RMinus = d.int()
-			x.Plus = d.floats()
-			x.RPlus = d.int()
-			x.PlusScale = d.float()
-			m.Expansion = x
-		} else if d.err == nil && len(d.b) == 0 {
-			d.err = fmt.Errorf("%w: an absent optional section written out", errTruncated)
-		}
-	}
-	if d.err == nil && len(d.b) != 0 {
-		d.extensions(m)
+	switch m.Version {
+	case Version:
+		d.posterior(m)
+		d.sections(m, d.Length(8))
+	case version1:
+		d.modelV1(m)
+		m.Version = Version
+	default:
+		d.err = fmt.Errorf("model version %d; this build reads versions %d and %d: use a gpreduce build that wrote it, or retrain",
+			m.Version, version1, Version)
 	}
 	if d.err == nil && len(d.b) != 0 {
 		d.err = fmt.Errorf("%w: %d bytes after the end of the model", errTruncated, len(d.b))
 	}
 	return m
+}
+
+// posterior reads the posterior's name and section through the registered decoder, which
+// must read the section exactly.
+func (d *Decoder) posterior(m *Model) {
+	name := d.Str()
+	payload := d.Str()
+	if d.err != nil {
+		return
+	}
+	dec, ok := lookupPosterior(name)
+	if !ok {
+		d.err = fmt.Errorf("%w: unknown posterior %q (written by a newer build?); this build reads %v", errTruncated, name, PosteriorNames())
+		return
+	}
+	sub := &Decoder{b: []byte(payload)}
+	p := dec(sub)
+	switch {
+	case sub.err != nil:
+		d.err = fmt.Errorf("%s posterior: %w", name, sub.err)
+	case len(sub.b) != 0:
+		d.err = fmt.Errorf("%w: %d bytes after the %s posterior", errTruncated, len(sub.b), name)
+	case p == nil || p.Name() != name:
+		d.err = fmt.Errorf("%w: the %s posterior's decoder returned another posterior", errTruncated, name)
+	default:
+		m.Posterior = p
+	}
+}
+
+// sections reads n tagged sections written by Encoder.extensions. Tags must be known to this
+// build, appear once each and in the encoder's order, and each payload must be read exactly,
+// so every accepted model encodes back to the bytes it was read from.
+func (d *Decoder) sections(m *Model, n int) {
+	known := extensions()
+	next := 0
+	for i := 0; i < n && d.err == nil; i++ {
+		tag := d.Str()
+		payload := d.Str()
+		if d.err != nil {
+			return
+		}
+		j := next
+		for j < len(known) && known[j].tag != tag {
+			j++
+		}
+		if j == len(known) {
+			d.err = fmt.Errorf("%w: unknown or out-of-order model section %q (written by a newer build?)", errTruncated, tag)
+			return
+		}
+		next = j + 1
+		sub := &Decoder{b: []byte(payload)}
+		known[j].decode(sub, m)
+		switch {
+		case sub.err != nil:
+			d.err = fmt.Errorf("model section %q: %w", tag, sub.err)
+		case len(sub.b) != 0:
+			d.err = fmt.Errorf("%w: %d bytes after model section %q", errTruncated, len(sub.b), tag)
+		case !known[j].present(m):
+			d.err = fmt.Errorf("%w: empty model section %q written out", errTruncated, tag)
+		}
+	}
 }

@@ -7,10 +7,10 @@ import (
 
 // Domain is the box of standardized inputs, Lo_k <= (x_k - XMean_k) / XScale_k <= Hi_k for
 // every k, in which a model's approximation is accurate. A Gauss-Legendre model's features
-// reproduce the kernel only for input lags up to the width its grid was sized for (digest 000
-// §6: beyond about U_k R_k / 2 nodes the features alias and the approximate kernel repeats
-// itself), so its domain is the set of points within that lag of every training input.
-// Predict flags rows outside the domain and returns the prior there.
+// reproduce the kernel only for input lags up to the width its grid was sized for (with s_k
+// nodes over the box of half-width U_k the features alias beyond lags of about 2 s_k / U_k and
+// the approximate kernel repeats itself), so its domain is the set of points within that lag
+// of every training input. Predict flags rows outside the domain and returns the prior there.
 type Domain struct {
 	Lo, Hi []float64
 }

@@ -3,9 +3,7 @@ package model
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/binary"
 	"math"
-	"strings"
 	"testing"
 
 	"github.com/gpreduce/gpreduce/internal/kernel"
@@ -47,7 +45,7 @@ func TestExpansionModelPredict(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, d := m.Expansion, m.D
+	e, d := expansionOf(m).Expansion, m.D
 	n := len(e.Alpha)
 	xs := make([]float64, d)
 	kx := make([]float64, n)
@@ -91,8 +89,8 @@ func TestExpansionModelRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d.Expansion == nil || d.Exact != nil || d.GRIEF != nil || d.Features != nil {
-				t.Fatalf("decoded posteriors: expansion %v, exact %v, GRIEF %v, features %v", d.Expansion != nil, d.Exact != nil, d.GRIEF != nil, d.Features != nil)
+			if _, ok := d.Posterior.(*ExpansionPosterior); !ok {
+				t.Fatalf("decoded a %T posterior", d.Posterior)
 			}
 			if !bytes.Equal(encode(t, d), b) {
 				t.Fatal("re-encoding the decoded model gives different bytes")
@@ -118,75 +116,6 @@ func TestExpansionModelRoundTrip(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// TestExpansionEncodingLayout: the expansion is appended after what the model encodes to
-// without it, behind a GRIEF-absent flag when there is no GRIEF section, so the encodings of
-// models without an expansion (those written before it existed) are unchanged.
-func TestExpansionEncodingLayout(t *testing.T) {
-	u64 := func(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
-	m := expansionModel(kernel.RBF)
-	with := modelBody(encode(t, m))
-	x := m.Expansion
-	m.Expansion = nil
-	without := modelBody(encode(t, m))
-	if !bytes.HasPrefix(with, append(append(without, u64(0)...), u64(1)...)) {
-		t.Fatalf("an expansion model's encoding does not extend the encoding without it by a false and a true flag")
-	}
-	g := griefModel(t)
-	gb := modelBody(encode(t, g))
-	g.Expansion = x
-	both := modelBody(encode(t, g))
-	if !bytes.HasPrefix(both, append(gb, u64(1)...)) || len(both)-len(gb) != len(with)-len(without)-8 {
-		t.Fatalf("a GRIEF model's expansion does not follow its GRIEF section (%d, %d bytes)", len(both)-len(gb), len(with)-len(without))
-	}
-}
-
-// TestExpansionWithGRIEFRejected: a model with both a GRIEF and an expansion posterior is
-// invalid, and Decode reads both sections (the error is about the posteriors, not the bytes).
-func TestExpansionWithGRIEFRejected(t *testing.T) {
-	m := griefModel(t)
-	m.Expansion = expansionModel(kernel.RBF).Expansion
-	if err := m.Validate(); err == nil || !strings.Contains(err.Error(), "2 posteriors") {
-		t.Fatalf("Validate: %v, want 2 posteriors", err)
-	}
-	got, p, err := decodeSafely(encode(t, m))
-	if p != nil || got != nil || err == nil || !strings.Contains(err.Error(), "2 posteriors") {
-		t.Fatalf("Decode: panic %v, error %v, want 2 posteriors", p, err)
-	}
-}
-
-// TestDecodeStrayTrailingFlags: Encode never writes a false presence flag except the
-// GRIEF-absent flag before an expansion, so Decode rejects every other one.
-func TestDecodeStrayTrailingFlags(t *testing.T) {
-	u64 := func(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
-	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
-	exact, grief := encode(t, exactModel()), encode(t, griefModel(t))
-	m := expansionModel(kernel.RBF)
-	exp := encode(t, m)
-	m.Expansion = nil
-	head := len(encode(t, m)) // where the GRIEF-absent flag starts
-	if binary.LittleEndian.Uint64(exp[head:]) != 0 || binary.LittleEndian.Uint64(exp[head+8:]) != 1 {
-		t.Fatalf("no GRIEF-absent and expansion flags at byte %d", head)
-	}
-	badFlag := append([]byte(nil), exp...)
-	binary.LittleEndian.PutUint64(badFlag[head+8:], 2) // the expansion's presence flag
-	for name, b := range map[string][]byte{
-		"exact, GRIEF absent":                   cat(exact, u64(0)),
-		"exact, GRIEF and expansion absent":     cat(exact, u64(0), u64(0)),
-		"exact, expansion flag only":            cat(exact, u64(0), u64(1)),
-		"GRIEF, expansion absent":               cat(grief, u64(0)),
-		"GRIEF, bad expansion flag":             cat(grief, u64(7)),
-		"expansion flag 2":                      badFlag,
-		"expansion, trailing flag":              cat(exp, u64(0)),
-		"expansion, trailing expansion section": cat(exp, exp[head+8:]),
-		"expansion, no GRIEF-absent flag":       cat(exp[:head], exp[head+8:]),
-	} {
-		got, p, err := decodeSafely(b)
-		if p != nil || got != nil || err == nil {
-			t.Errorf("%s: panic %v, error %v", name, p, err)
-		}
 	}
 }
 

@@ -15,9 +15,14 @@ import (
 // and C = L L^T.
 func griefModel(t testing.TB) *Model {
 	t.Helper()
+	return mustGRIEFModel()
+}
+
+// mustGRIEFModel is griefModel for validModels, which has no testing.TB.
+func mustGRIEFModel() *Model {
 	g, err := features.NewGRIEF(kernel.RBF, []float64{0.8, 1.1}, 1.4, [][]float64{{-1, 0, 1}, {-1.5, -0.5, 0.5, 1.5}}, 7)
 	if err != nil {
-		t.Fatal(err)
+		panic(err) // fixed, valid settings: unreachable
 	}
 	p := g.NumFeatures()
 	rng := rand.New(rand.NewPCG(9, 10))
@@ -40,9 +45,11 @@ func griefModel(t testing.TB) *Model {
 		Transform: shard.Transform{XMean: []float64{1, -1}, XScale: []float64{2, 0.5}, YMean: 3, YScale: 2},
 		Hyper:     Hyper{Lengthscales: []float64{0.8, 1.1}, SignalVariance: 1.4, NoiseVariance: 0.03},
 		LogLik:    -5, Trace: []float64{7, 6}, Iterations: 2, NTrain: 30,
-		GRIEF: &GRIEFParams{Lengthscales: g.Lengthscales, SignalVariance: g.SignalVariance, Grid: g.Grid, Q: g.Q,
-			LogLam: g.LogLam, Idx: g.Idx, LogLamP: g.LogLamP},
-		GRIEFPost: q,
+		Posterior: &GRIEFPosterior{
+			Map: GRIEFParams{Lengthscales: g.Lengthscales, SignalVariance: g.SignalVariance, Grid: g.Grid, Q: g.Q,
+				LogLam: g.LogLam, Idx: g.Idx, LogLamP: g.LogLamP},
+			Post: q,
+		},
 	}
 }
 
@@ -51,7 +58,7 @@ func TestGRIEFModelPredictAndRoundTrip(t *testing.T) {
 	if err := m.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	g, err := m.GRIEFMap()
+	g, err := griefOf(m).FeatureMap(m.Kernel)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,9 +75,9 @@ func TestGRIEFModelPredictAndRoundTrip(t *testing.T) {
 		g.Map(xs, z)
 		var mu, v float64
 		for a := 0; a < p; a++ {
-			mu += z[a] * m.GRIEFPost.Beta[a]
+			mu += z[a] * griefOf(m).Post.Beta[a]
 			for b := 0; b < p; b++ {
-				v += z[a] * m.GRIEFPost.C[a*p+b] * z[b]
+				v += z[a] * griefOf(m).Post.C[a*p+b] * z[b]
 			}
 		}
 		wantMean, wantVar := mu*2+3, math.Max(0, v)*4
@@ -108,19 +115,20 @@ func TestGRIEFModelPredictAndRoundTrip(t *testing.T) {
 
 func TestGRIEFModelInvalid(t *testing.T) {
 	for name, mod := range map[string]func(m *Model){
-		"no posterior":       func(m *Model) { m.GRIEFPost = nil },
-		"no map":             func(m *Model) { m.GRIEF = nil },
-		"short beta":         func(m *Model) { m.GRIEFPost.Beta = m.GRIEFPost.Beta[1:] },
-		"short C":            func(m *Model) { m.GRIEFPost.C = m.GRIEFPost.C[1:] },
-		"nan C":              func(m *Model) { m.GRIEFPost.C[3] = math.NaN() },
-		"inf beta":           func(m *Model) { m.GRIEFPost.Beta[0] = math.Inf(1) },
-		"bad inference":      func(m *Model) { m.GRIEFPost.Inference = "type3" },
-		"bad index":          func(m *Model) { m.GRIEF.Idx[0] = 99 },
-		"short grid":         func(m *Model) { m.GRIEF.Grid = m.GRIEF.Grid[:1] },
+		"no posterior":       func(m *Model) { griefOf(m).Post = nil },
+		"no map":             func(m *Model) { griefOf(m).Map = GRIEFParams{} },
+		"short beta":         func(m *Model) { q := griefOf(m).Post; q.Beta = q.Beta[1:] },
+		"short C":            func(m *Model) { q := griefOf(m).Post; q.C = q.C[1:] },
+		"nan C":              func(m *Model) { griefOf(m).Post.C[3] = math.NaN() },
+		"inf beta":           func(m *Model) { griefOf(m).Post.Beta[0] = math.Inf(1) },
+		"bad inference":      func(m *Model) { griefOf(m).Post.Inference = "type3" },
+		"negative samples":   func(m *Model) { griefOf(m).Post.Samples = -1 },
+		"long w":             func(m *Model) { q := griefOf(m).Post; q.W = append(q.W, 1) },
+		"bad index":          func(m *Model) { griefOf(m).Map.Idx[0] = 99 },
+		"short grid":         func(m *Model) { g := &griefOf(m).Map; g.Grid = g.Grid[:1] },
 		"wrong dimension":    func(m *Model) { m.D = 3 },
-		"two posteriors":     func(m *Model) { m.Exact = exactModel().Exact },
-		"bad lengthscale":    func(m *Model) { m.GRIEF.Lengthscales[1] = -1 },
-		"ascending loglam p": func(m *Model) { m.GRIEF.LogLamP[1] = m.GRIEF.LogLamP[0] + 1 },
+		"bad lengthscale":    func(m *Model) { griefOf(m).Map.Lengthscales[1] = -1 },
+		"ascending loglam p": func(m *Model) { g := &griefOf(m).Map; g.LogLamP[1] = g.LogLamP[0] + 1 },
 	} {
 		m := griefModel(t)
 		mod(m)
@@ -129,7 +137,7 @@ func TestGRIEFModelInvalid(t *testing.T) {
 		}
 		var bb bytes.Buffer
 		if err := m.Encode(&bb); err != nil {
-			continue // not encodable at all (a posterior without a map) is fine too
+			continue // not encodable at all (a map without a posterior) is fine too
 		}
 		if _, err := Decode(&bb); err == nil {
 			t.Errorf("%s: Decode accepted it", name)

@@ -44,8 +44,7 @@ func glModel() *Model {
 		Trace:      []float64{20, 15, 12.5},
 		Iterations: 3,
 		NTrain:     40,
-		GL:         &GLParams{U: []float64{5}, NodesPerDim: []int{8}},
-		Features:   f,
+		Posterior:  &GLPosterior{Map: GLParams{U: []float64{5}, NodesPerDim: []int{8}}, Features: f},
 	}
 }
 
@@ -73,8 +72,7 @@ func rffModel() *Model {
 		D:         d,
 		Transform: shard.Transform{XMean: []float64{-1, 100}, XScale: []float64{0.5, 20}, YMean: -3, YScale: 0.25},
 		Hyper:     Hyper{Lengthscales: []float64{0.9, 1.7}, SignalVariance: 0.8, NoiseVariance: 0.2},
-		RFF:       &RFFParams{Omega: omega, Features: s},
-		Features:  f,
+		Posterior: &RFFPosterior{Map: RFFParams{Omega: omega, Features: s}, Features: f},
 	}
 }
 
@@ -106,7 +104,7 @@ func exactModelOf(fam kernel.Family) *Model {
 		Transform: shard.Transform{XMean: []float64{5, -2}, XScale: []float64{2, 0.5}, YMean: 100, YScale: 7},
 		Hyper:     Hyper{Lengthscales: []float64{0.8, 1.4}, SignalVariance: 1.1, NoiseVariance: 0.1},
 		NTrain:    n,
-		Exact:     e.Predictor(),
+		Posterior: &ExactPosterior{Exact: e.Predictor()},
 	}
 }
 
@@ -115,7 +113,7 @@ func exactModelOf(fam kernel.Family) *Model {
 // with no Plus term. It predicts what the exact model predicts.
 func expansionModel(fam kernel.Family) *Model {
 	m := exactModelOf(fam)
-	e := m.Exact
+	e := exactOf(m).Exact
 	n := len(e.Alpha)
 	var R, Rinv mat.TriDense
 	R.SetRawTriangular(blas64.Triangular{Uplo: blas.Upper, Diag: blas.NonUnit, N: n, Stride: n, Data: e.R})
@@ -128,8 +126,8 @@ func expansionModel(fam kernel.Family) *Model {
 			minus[i*n+j] = Rinv.At(i, j)
 		}
 	}
-	m.Method, m.Exact = "cg", nil
-	m.Expansion = &solver.ExpansionPredictor{Kernel: e.Kernel, X: e.X, D: e.D, Alpha: e.Alpha, Minus: minus, RMinus: n}
+	m.Method = "cg"
+	m.Posterior = &ExpansionPosterior{Expansion: &solver.ExpansionPredictor{Kernel: e.Kernel, X: e.X, D: e.D, Alpha: e.Alpha, Minus: minus, RMinus: n}}
 	return m
 }
 
@@ -137,7 +135,7 @@ func expansionModel(fam kernel.Family) *Model {
 // rank-2 Plus scaled by the noise variance.
 func kmcgModel() *Model {
 	m := expansionModel(kernel.Matern52)
-	x := m.Expansion
+	x := expansionOf(m).Expansion
 	n := len(x.Alpha)
 	rng := rand.New(rand.NewPCG(7, 8))
 	x.Minus, x.RMinus = make([]float64, n*3), 3
@@ -151,13 +149,22 @@ func kmcgModel() *Model {
 	return m
 }
 
-// validModels are the hand-built models every round-trip and fuzz test starts from.
+// validModels are the hand-built models every round-trip and fuzz test starts from, at
+// least one per registered posterior (TestPosteriorRegistryRoundTrip checks).
 func validModels() map[string]*Model {
 	return map[string]*Model{
 		"gl": glModel(), "rff": rffModel(), "exact": exactModel(), "exact-matern32": exactModelOf(kernel.Matern32),
-		"expansion": expansionModel(kernel.RBF), "expansion-kmcg": kmcgModel(),
+		"expansion": expansionModel(kernel.RBF), "expansion-kmcg": kmcgModel(), "grief": mustGRIEFModel(),
 	}
 }
+
+// The posterior of a hand-built model, by type: a test of one posterior's numbers reaches
+// its fields through these (a wrong type panics, failing the test).
+func glOf(m *Model) *GLPosterior               { return m.Posterior.(*GLPosterior) }
+func rffOf(m *Model) *RFFPosterior             { return m.Posterior.(*RFFPosterior) }
+func exactOf(m *Model) *ExactPosterior         { return m.Posterior.(*ExactPosterior) }
+func griefOf(m *Model) *GRIEFPosterior         { return m.Posterior.(*GRIEFPosterior) }
+func expansionOf(m *Model) *ExpansionPosterior { return m.Posterior.(*ExpansionPosterior) }
 
 func encode(t testing.TB, m *Model) []byte {
 	t.Helper()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpreduce/gpreduce/internal/features"
 	"github.com/gpreduce/gpreduce/internal/kernel"
+	"github.com/gpreduce/gpreduce/internal/solver"
 )
 
 func TestEncodeDecodeRoundTrip(t *testing.T) {
@@ -66,7 +67,16 @@ func directFeature(t *testing.T, m *Model, x []float64) (want Prediction) {
 	}
 	d := m.D
 	rows := len(x) / d
-	s := len(m.Features.Beta)
+	var f *solver.FeaturePredictor
+	switch p := m.Posterior.(type) {
+	case *GLPosterior:
+		f = p.Features
+	case *RFFPosterior:
+		f = p.Features
+	default:
+		t.Fatalf("directFeature of a %s model", p.Name())
+	}
+	s := len(f.Beta)
 	z := make([]float64, s)
 	xs := make([]float64, d)
 	want = Prediction{Mean: make([]float64, rows), LatentVar: make([]float64, rows), NoisyVar: make([]float64, rows)}
@@ -74,18 +84,17 @@ func directFeature(t *testing.T, m *Model, x []float64) (want Prediction) {
 		for k := 0; k < d; k++ {
 			xs[k] = (x[i*d+k] - m.Transform.XMean[k]) / m.Transform.XScale[k]
 		}
-		switch {
-		case m.GL != nil:
-			gl, err := features.NewGL(fam, m.GL.U, m.GL.NodesPerDim)
+		switch p := m.Posterior.(type) {
+		case *GLPosterior:
+			gl, err := features.NewGL(fam, p.Map.U, p.Map.NodesPerDim)
 			if err != nil {
 				t.Fatal(err)
 			}
 			gl.MapBlock(xs, 1, z)
-		case m.RFF != nil:
-			r := &features.RFF{Family: fam, D: d, Omega: m.RFF.Omega}
+		case *RFFPosterior:
+			r := &features.RFF{Family: fam, D: d, Omega: p.Map.Omega}
 			r.Map(m.Hyper.Lengthscales, xs, z)
 		}
-		f := m.Features
 		var mean float64
 		for j := range z {
 			mean += z[j] * f.Beta[j]
@@ -132,13 +141,14 @@ func directExact(t *testing.T, m *Model, x []float64) Prediction {
 		}
 	}
 	mean, lv := make([]float64, rows), make([]float64, rows)
-	m.Exact.Predict(xs, mean, lv)
+	e := exactOf(m).Exact
+	e.Predict(xs, mean, lv)
 	want := Prediction{Mean: make([]float64, rows), LatentVar: make([]float64, rows), NoisyVar: make([]float64, rows)}
-	n := len(m.Exact.Alpha)
+	n := len(e.Alpha)
 	for i := 0; i < rows; i++ {
 		var mu float64
 		for j := 0; j < n; j++ {
-			mu += m.Exact.Kernel.Eval(xs[i*d:(i+1)*d], m.Exact.X[j*d:(j+1)*d]) * m.Exact.Alpha[j]
+			mu += e.Kernel.Eval(xs[i*d:(i+1)*d], e.X[j*d:(j+1)*d]) * e.Alpha[j]
 		}
 		if relErr(mean[i], mu) > 1e-12 {
 			t.Fatalf("row %d: ExactPredictor mean %v, k^T alpha %v", i, mean[i], mu)
@@ -180,7 +190,7 @@ func TestPredictOriginalUnits(t *testing.T) {
 				t.Fatal(err)
 			}
 			var want Prediction
-			if tc.m.Exact != nil {
+			if _, ok := tc.m.Posterior.(*ExactPosterior); ok {
 				want = directExact(t, tc.m, x)
 			} else {
 				want = directFeature(t, tc.m, x)
@@ -252,9 +262,11 @@ func TestPredictErrors(t *testing.T) {
 		{"short x", glModel(), []float64{1, 2}, 3},
 		{"long x", exactModel(), []float64{1, 2, 3}, 1},
 		{"negative rows", glModel(), nil, -1},
-		{"no posterior", func() *Model { m := glModel(); m.GL, m.Features = nil, nil; return m }(), []float64{1}, 1},
+		{"no posterior", func() *Model { m := glModel(); m.Posterior = nil; return m }(), []float64{1}, 1},
 		{"bad kernel", func() *Model { m := glModel(); m.Kernel = "cubic"; return m }(), []float64{1}, 1},
-		{"bad GL nodes", func() *Model { m := glModel(); m.GL.NodesPerDim = []int{0}; return m }(), []float64{1}, 1},
+		{"bad GL nodes", func() *Model { m := glModel(); glOf(m).Map.NodesPerDim = []int{0}; return m }(), []float64{1}, 1},
+		{"bad kernel rff", func() *Model { m := rffModel(); m.Kernel = "cubic"; return m }(), []float64{1, 2}, 1},
+		{"bad kernel grief", func() *Model { m := mustGRIEFModel(); m.Kernel = "cubic"; return m }(), []float64{1, 2}, 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -366,8 +378,14 @@ type mutation struct {
 }
 
 func invalidModels() []mutation {
+	glf := func(m *Model) *solver.FeaturePredictor { return glOf(m).Features }
+	rfff := func(m *Model) *solver.FeaturePredictor { return rffOf(m).Features }
+	ex := func(m *Model) *solver.ExactPredictor { return exactOf(m).Exact }
+	xp := func(m *Model) *solver.ExpansionPredictor { return expansionOf(m).Expansion }
 	return []mutation{
-		{name: "model version", base: "gl", mutate: func(m *Model) { m.Version = 2 }},
+		{name: "model version 3", base: "gl", mutate: func(m *Model) { m.Version = 3 }},
+		{name: "model version 1 in the Version-2 layout", base: "exact", mutate: func(m *Model) { m.Version = 1 }},
+		{name: "model version 1 in the Version-2 layout, gl", base: "gl", mutate: func(m *Model) { m.Version = 1 }},
 		{name: "unknown kernel", base: "gl", mutate: func(m *Model) { m.Kernel = "cubic" }},
 		{name: "zero D", base: "gl", mutate: func(m *Model) { m.D = 0 }},
 		{name: "D larger than slices", base: "gl", mutate: func(m *Model) { m.D = 2 }},
@@ -382,81 +400,78 @@ func invalidModels() []mutation {
 		{name: "zero noise", base: "gl", mutate: func(m *Model) { m.Hyper.NoiseVariance = 0 }},
 		{name: "negative signal", base: "exact", mutate: func(m *Model) { m.Hyper.SignalVariance = -1 }},
 		{name: "NaN lengthscale", base: "rff", mutate: func(m *Model) { m.Hyper.Lengthscales[1] = math.NaN() }},
-		{name: "R too short", base: "gl", mutate: func(m *Model) { m.Features.R = m.Features.R[:63] }},
-		{name: "R of s entries", base: "gl", mutate: func(m *Model) { m.Features.R = m.Features.R[:8] }},
-		{name: "SqrtH too long", base: "gl", mutate: func(m *Model) { m.Features.SqrtH = append(m.Features.SqrtH, 1) }},
-		{name: "Beta too short", base: "rff", mutate: func(m *Model) { m.Features.Beta = m.Features.Beta[:5] }},
-		{name: "GL U for 2 dims", base: "gl", mutate: func(m *Model) { m.GL.U = []float64{5, 5} }},
-		{name: "GL nodes not s", base: "gl", mutate: func(m *Model) { m.GL.NodesPerDim = []int{4} }},
-		{name: "GL zero nodes", base: "gl", mutate: func(m *Model) { m.GL.NodesPerDim = []int{0} }},
-		{name: "GL negative nodes", base: "gl", mutate: func(m *Model) { m.GL.NodesPerDim = []int{-8} }},
+		{name: "R too short", base: "gl", mutate: func(m *Model) { glf(m).R = glf(m).R[:63] }},
+		{name: "R of s entries", base: "gl", mutate: func(m *Model) { glf(m).R = glf(m).R[:8] }},
+		{name: "SqrtH too long", base: "gl", mutate: func(m *Model) { glf(m).SqrtH = append(glf(m).SqrtH, 1) }},
+		{name: "Beta too short", base: "rff", mutate: func(m *Model) { rfff(m).Beta = rfff(m).Beta[:5] }},
+		{name: "GL U for 2 dims", base: "gl", mutate: func(m *Model) { glOf(m).Map.U = []float64{5, 5} }},
+		{name: "GL nodes not s", base: "gl", mutate: func(m *Model) { glOf(m).Map.NodesPerDim = []int{4} }},
+		{name: "GL zero nodes", base: "gl", mutate: func(m *Model) { glOf(m).Map.NodesPerDim = []int{0} }},
+		{name: "GL negative nodes", base: "gl", mutate: func(m *Model) { glOf(m).Map.NodesPerDim = []int{-8} }},
 		{name: "GL two negative node counts", base: "gl", mutate: func(m *Model) {
 			// A 2-D model whose node counts multiply to s = 8 although both are negative.
 			m.D = 2
 			m.Hyper.Lengthscales = []float64{0.7, 0.7}
 			m.Transform.XMean, m.Transform.XScale = []float64{2, 2}, []float64{3, 3}
-			m.GL = &GLParams{U: []float64{5, 5}, NodesPerDim: []int{-2, -4}}
+			glOf(m).Map = GLParams{U: []float64{5, 5}, NodesPerDim: []int{-2, -4}}
 		}},
-		{name: "RFF count", base: "rff", mutate: func(m *Model) { m.RFF.Features = 4 }},
-		{name: "RFF omega length", base: "rff", mutate: func(m *Model) { m.RFF.Omega = m.RFF.Omega[:4] }},
-		{name: "features with GL and RFF", base: "gl", mutate: func(m *Model) { m.RFF = rffModel().RFF }},
-		{name: "features without a map", base: "gl", mutate: func(m *Model) { m.GL = nil }},
-		{name: "zero posteriors", base: "gl", mutate: func(m *Model) { m.GL, m.Features = nil, nil }},
-		{name: "zero posteriors exact", base: "exact", mutate: func(m *Model) { m.Exact = nil }},
-		{name: "two posteriors", base: "gl", mutate: func(m *Model) { m.Exact = exactModel().Exact }},
-		{name: "exact D", base: "exact", mutate: func(m *Model) { m.Exact.D = 1 }},
-		{name: "exact X short", base: "exact", mutate: func(m *Model) { m.Exact.X = m.Exact.X[:10] }},
-		{name: "exact R short", base: "exact", mutate: func(m *Model) { m.Exact.R = m.Exact.R[:35] }},
-		{name: "exact alpha long", base: "exact", mutate: func(m *Model) { m.Exact.Alpha = append(m.Exact.Alpha, 0) }},
-
-		// Validate accepts these; Predict panics on them.
-		{name: "GL params with exact posterior", base: "exact",
-			mutate: func(m *Model) { m.GL = &GLParams{U: []float64{5, 5}, NodesPerDim: []int{2, 2}} }},
-		{name: "RFF params with exact posterior", base: "exact",
-			mutate: func(m *Model) { m.RFF = &RFFParams{Omega: []float64{1, 1}, Features: 2} }},
-		{name: "exact posterior of zero rows", base: "exact",
-			mutate: func(m *Model) { m.Exact.Alpha, m.Exact.X, m.Exact.R = nil, nil, nil }},
+		{name: "RFF count", base: "rff", mutate: func(m *Model) { rffOf(m).Map.Features = 4 }},
+		{name: "RFF omega length", base: "rff", mutate: func(m *Model) { p := rffOf(m); p.Map.Omega = p.Map.Omega[:4] }},
+		{name: "GL features without a posterior", base: "gl", mutate: func(m *Model) {
+			p := glOf(m)
+			p.Features = &solver.FeaturePredictor{SF2: p.Features.SF2, SN2: p.Features.SN2}
+		}},
 		{name: "RFF posterior of zero features", base: "rff",
 			mutate: func(m *Model) {
-				m.RFF = &RFFParams{Features: 0}
-				m.Features.Beta, m.Features.SqrtH, m.Features.R = nil, nil, nil
+				rffOf(m).Map = RFFParams{Features: 0}
+				rffOf(m).Features = &solver.FeaturePredictor{SF2: 1, SN2: 1}
 			}},
+		{name: "exact D", base: "exact", mutate: func(m *Model) { ex(m).D = 1 }},
+		{name: "exact X short", base: "exact", mutate: func(m *Model) { ex(m).X = ex(m).X[:10] }},
+		{name: "exact R short", base: "exact", mutate: func(m *Model) { ex(m).R = ex(m).R[:35] }},
+		{name: "exact alpha long", base: "exact", mutate: func(m *Model) { ex(m).Alpha = append(ex(m).Alpha, 0) }},
+		{name: "exact zero noise", base: "exact", mutate: func(m *Model) { ex(m).Noise = 0 }},
+		{name: "exact posterior of zero rows", base: "exact",
+			mutate: func(m *Model) { ex(m).Alpha, ex(m).X, ex(m).R = nil, nil, nil }},
 		{name: "exact kernel of unknown family", base: "exact",
-			mutate: func(m *Model) { m.Exact.Kernel.Family = kernel.Family(9) }},
+			mutate: func(m *Model) { ex(m).Kernel.Family = kernel.Family(9) }},
 		{name: "exact kernel with more lengthscales than D", base: "exact",
-			mutate: func(m *Model) { m.Exact.Kernel.Lengthscales = []float64{1, 1, 1} }},
+			mutate: func(m *Model) { ex(m).Kernel.Lengthscales = []float64{1, 1, 1} }},
 		{name: "exact kernel with fewer lengthscales than D", base: "exact",
-			mutate: func(m *Model) { m.Exact.Kernel.Lengthscales = []float64{1} }},
+			mutate: func(m *Model) { ex(m).Kernel.Lengthscales = []float64{1} }},
 
-		{name: "expansion and exact", base: "expansion", mutate: func(m *Model) { m.Exact = exactModel().Exact }},
-		{name: "exact and expansion", base: "exact", mutate: func(m *Model) { m.Expansion = kmcgModel().Expansion }},
-		{name: "expansion D", base: "expansion", mutate: func(m *Model) { m.Expansion.D = 1 }},
+		{name: "expansion D", base: "expansion", mutate: func(m *Model) { xp(m).D = 1 }},
 		{name: "expansion of another dimension", base: "expansion", mutate: func(m *Model) {
-			x := m.Expansion // a valid 1-D expansion in a 2-D model
+			x := xp(m) // a valid 1-D expansion in a 2-D model
 			x.D, x.Kernel.Lengthscales, x.X = 1, x.Kernel.Lengthscales[:1], x.X[:len(x.Alpha)]
 		}},
-		{name: "expansion kernel of another family", base: "expansion", mutate: func(m *Model) { m.Expansion.Kernel.Family = kernel.Matern32 }},
-		{name: "expansion kernel of unknown family", base: "expansion", mutate: func(m *Model) { m.Expansion.Kernel.Family = kernel.Family(9) }},
+		{name: "expansion kernel of another family", base: "expansion", mutate: func(m *Model) { xp(m).Kernel.Family = kernel.Matern32 }},
+		{name: "expansion kernel of unknown family", base: "expansion", mutate: func(m *Model) { xp(m).Kernel.Family = kernel.Family(9) }},
 		{name: "expansion kernel with more lengthscales than D", base: "expansion",
-			mutate: func(m *Model) { m.Expansion.Kernel.Lengthscales = []float64{1, 1, 1} }},
-		{name: "expansion zero signal", base: "expansion", mutate: func(m *Model) { m.Expansion.Kernel.SignalVariance = 0 }},
+			mutate: func(m *Model) { xp(m).Kernel.Lengthscales = []float64{1, 1, 1} }},
+		{name: "expansion zero signal", base: "expansion", mutate: func(m *Model) { xp(m).Kernel.SignalVariance = 0 }},
 		{name: "expansion of zero inputs", base: "expansion",
-			mutate: func(m *Model) { m.Expansion.Alpha, m.Expansion.X, m.Expansion.Minus = nil, nil, nil }},
-		{name: "expansion X short", base: "expansion", mutate: func(m *Model) { m.Expansion.X = m.Expansion.X[:11] }},
-		{name: "expansion alpha long", base: "expansion", mutate: func(m *Model) { m.Expansion.Alpha = append(m.Expansion.Alpha, 0) }},
-		{name: "expansion Minus short", base: "expansion", mutate: func(m *Model) { m.Expansion.Minus = m.Expansion.Minus[:35] }},
-		{name: "expansion RMinus zero", base: "expansion", mutate: func(m *Model) { m.Expansion.RMinus = 0 }},
-		{name: "expansion RMinus wrong", base: "expansion-kmcg", mutate: func(m *Model) { m.Expansion.RMinus = 2 }},
-		{name: "expansion RMinus huge", base: "expansion-kmcg", mutate: func(m *Model) { m.Expansion.RMinus = math.MaxInt32 }},
-		{name: "expansion Plus without rank", base: "expansion-kmcg", mutate: func(m *Model) { m.Expansion.RPlus = 0 }},
-		{name: "expansion RPlus negative", base: "expansion-kmcg", mutate: func(m *Model) { m.Expansion.RPlus = -2 }},
-		{name: "expansion Plus short", base: "expansion-kmcg", mutate: func(m *Model) { m.Expansion.Plus = m.Expansion.Plus[:11] }},
-		{name: "expansion negative Plus scale", base: "expansion-kmcg", mutate: func(m *Model) { m.Expansion.PlusScale = -0.1 }},
-		{name: "expansion NaN Plus scale", base: "expansion-kmcg", mutate: func(m *Model) { m.Expansion.PlusScale = math.NaN() }},
-		{name: "expansion NaN alpha", base: "expansion", mutate: func(m *Model) { m.Expansion.Alpha[2] = math.NaN() }},
-		{name: "expansion infinite X", base: "expansion", mutate: func(m *Model) { m.Expansion.X[0] = math.Inf(1) }},
-		{name: "expansion NaN Minus", base: "expansion", mutate: func(m *Model) { m.Expansion.Minus[5] = math.NaN() }},
-		{name: "expansion infinite Plus", base: "expansion-kmcg", mutate: func(m *Model) { m.Expansion.Plus[3] = math.Inf(-1) }},
+			mutate: func(m *Model) { xp(m).Alpha, xp(m).X, xp(m).Minus = nil, nil, nil }},
+		{name: "expansion X short", base: "expansion", mutate: func(m *Model) { xp(m).X = xp(m).X[:11] }},
+		{name: "expansion alpha long", base: "expansion", mutate: func(m *Model) { xp(m).Alpha = append(xp(m).Alpha, 0) }},
+		{name: "expansion Minus short", base: "expansion", mutate: func(m *Model) { xp(m).Minus = xp(m).Minus[:35] }},
+		{name: "expansion RMinus zero", base: "expansion", mutate: func(m *Model) { xp(m).RMinus = 0 }},
+		{name: "expansion RMinus wrong", base: "expansion-kmcg", mutate: func(m *Model) { xp(m).RMinus = 2 }},
+		{name: "expansion RMinus huge", base: "expansion-kmcg", mutate: func(m *Model) { xp(m).RMinus = math.MaxInt32 }},
+		{name: "expansion Plus without rank", base: "expansion-kmcg", mutate: func(m *Model) { xp(m).RPlus = 0 }},
+		{name: "expansion RPlus negative", base: "expansion-kmcg", mutate: func(m *Model) { xp(m).RPlus = -2 }},
+		{name: "expansion Plus short", base: "expansion-kmcg", mutate: func(m *Model) { xp(m).Plus = xp(m).Plus[:11] }},
+		{name: "expansion negative Plus scale", base: "expansion-kmcg", mutate: func(m *Model) { xp(m).PlusScale = -0.1 }},
+		{name: "expansion NaN Plus scale", base: "expansion-kmcg", mutate: func(m *Model) { xp(m).PlusScale = math.NaN() }},
+		{name: "expansion NaN alpha", base: "expansion", mutate: func(m *Model) { xp(m).Alpha[2] = math.NaN() }},
+		{name: "expansion infinite X", base: "expansion", mutate: func(m *Model) { xp(m).X[0] = math.Inf(1) }},
+		{name: "expansion NaN Minus", base: "expansion", mutate: func(m *Model) { xp(m).Minus[5] = math.NaN() }},
+		{name: "expansion infinite Plus", base: "expansion-kmcg", mutate: func(m *Model) { xp(m).Plus[3] = math.Inf(-1) }},
+
+		{name: "grief short beta", base: "grief", mutate: func(m *Model) { q := griefOf(m).Post; q.Beta = q.Beta[1:] }},
+		{name: "grief NaN C", base: "grief", mutate: func(m *Model) { griefOf(m).Post.C[3] = math.NaN() }},
+		{name: "grief bad index", base: "grief", mutate: func(m *Model) { griefOf(m).Map.Idx[0] = 99 }},
+		{name: "grief empty map", base: "grief", mutate: func(m *Model) { griefOf(m).Map = GRIEFParams{} }},
 	}
 }
 
@@ -552,24 +567,26 @@ func TestDecodeEveryPrefix(t *testing.T) {
 }
 
 // FuzzDecode: Decode never panics, and a model it accepts predicts a couple of rows without
-// panicking and encodes back to exactly the bytes it was decoded from.
+// panicking, describes itself, and encodes back to exactly the bytes it was decoded from (a
+// Version-1 body: to bytes that decode and encode back to themselves).
 func FuzzDecode(f *testing.F) {
-	griefExp := griefModel(f)
-	griefExp.Expansion = expansionModel(kernel.RBF).Expansion // invalid: two posteriors
 	for _, m := range withWarnings(f) {
 		f.Add(encode(f, m))
 	}
-	for _, m := range []*Model{griefModel(f), griefExp} {
-		f.Add(encode(f, m))
-	}
-	for _, name := range []string{"gl", "rff", "exact", "exact-matern32", "expansion", "expansion-kmcg"} {
-		b := encode(f, validModels()[name])
+	for name, m := range validModels() {
+		b := encode(f, m)
 		f.Add(b)
 		f.Add(b[:len(b)/2])
 		for _, i := range []int{0, 9, 12, 20, len(b) / 3, len(b) - 3} {
 			c := append([]byte(nil), b...)
 			c[i] ^= 0x5a
 			f.Add(c)
+		}
+		// The body without its checksum, with the posterior's section damaged.
+		if name == "gl" || name == "grief" {
+			leg := legacy(b)
+			at := 12 + bodySplit(f, m).payloadAt
+			f.Add(overwrite(leg, at+8, 16))
 		}
 	}
 	for _, mu := range invalidModels() {
@@ -581,6 +598,17 @@ func FuzzDecode(f *testing.F) {
 	leg := legacy(encode(f, validModels()["gl"]))
 	f.Add(leg)
 	f.Add(overwrite(leg, len(leg)/2, 16))
+	// Version-1 bodies, whole and damaged (without the checksum, so the damage reaches the
+	// body's decoder).
+	for _, name := range goldenNames(f) {
+		b := readGolden(f, "v1", name)
+		f.Add(b)
+		if !bytes.HasPrefix(b, []byte("GPRMODEL\x01\x00\x00\x00")) {
+			b = legacy(b)
+		}
+		f.Add(overwrite(b, len(b)/2, 16))
+		f.Add(b[:len(b)-8])
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := Decode(bytes.NewReader(data))
 		if err != nil {
@@ -598,20 +626,41 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("Predict returned %d/%d/%d values for 2 rows", len(p.Mean), len(p.LatentVar), len(p.NoisyVar))
 		}
 		_ = m.Original()
+		_ = m.Describe()
 		b, err := m.Bytes()
 		if err != nil {
 			t.Fatalf("re-encode: %v", err)
 		}
-		if bytes.HasPrefix(data, []byte("GPRMODEL\x01\x00\x00\x00")) {
+		m2, err := Decode(bytes.NewReader(b))
+		if err != nil {
+			t.Fatalf("a decoded model does not decode after re-encoding: %v", err)
+		}
+		if b2 := encode(t, m2); !bytes.Equal(b2, b) {
+			t.Fatalf("a re-encoded model re-encodes to %d different bytes (%d)", len(b2), len(b))
+		}
+		legacyEnvelope := bytes.HasPrefix(data, []byte("GPRMODEL\x01\x00\x00\x00"))
+		if bodyVersion(data, legacyEnvelope) == version1 {
+			return // read into the Version-2 layout, so its bytes differ
+		}
+		if legacyEnvelope {
 			b = legacy(b) // a legacy model re-encodes to the checksummed encoding
 		}
 		if !bytes.Equal(b, data) {
 			t.Fatalf("a decoded model re-encodes to %d different bytes (read %d)", len(b), len(data))
 		}
-		if _, err := Decode(bytes.NewReader(b)); err != nil {
-			t.Fatalf("a decoded model does not decode after re-encoding: %v", err)
-		}
 	})
+}
+
+// bodyVersion is the model version at the start of an encoded model's body.
+func bodyVersion(data []byte, legacyEnvelope bool) int {
+	at := 12 + sha256.Size
+	if legacyEnvelope {
+		at = 12
+	}
+	if len(data) < at+8 {
+		return -1
+	}
+	return int(int64(binary.LittleEndian.Uint64(data[at:])))
 }
 
 // TestHandBuiltModelsValid: the hand-built models are valid, so the mutation tests start from
@@ -622,9 +671,10 @@ func TestHandBuiltModelsValid(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 		}
 		if name == "gl" {
-			gl, err := features.NewGL(kernel.RBF, m.GL.U, m.GL.NodesPerDim)
-			if err != nil || gl.NumFeatures() != len(m.Features.Beta) {
-				t.Errorf("gl: feature map of %v features, posterior of %d (%v)", gl, len(m.Features.Beta), err)
+			p := glOf(m)
+			gl, err := features.NewGL(kernel.RBF, p.Map.U, p.Map.NodesPerDim)
+			if err != nil || gl.NumFeatures() != len(p.Features.Beta) {
+				t.Errorf("gl: feature map of %v features, posterior of %d (%v)", gl, len(p.Features.Beta), err)
 			}
 		}
 	}

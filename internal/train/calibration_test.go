@@ -102,8 +102,8 @@ func TestCalibrationUCI(t *testing.T) {
 			own := exactLatentVar(t, m, ref.rows.X, ref.rows.Y, te.X, te.N())
 			medB, maxB := varianceRatios(p.LatentVar, own)
 			rank := 0
-			if m.Expansion != nil {
-				rank = m.Expansion.RMinus
+			if x, ok := m.Posterior.(*model.ExpansionPosterior); ok {
+				rank = x.Expansion.RMinus
 			}
 			t.Logf("%s %s: RMSE %.4f NLL %.4f coverage95 %.3f train %.1f s predict %.4f s (cache rank %d) log p(y) %.4f ± %.2g; var/exact-model median %.4f max dev %.3f; var/exact-GP-same-theta median %.4f max dev %.3f; warnings %v",
 				name, method, sc.RMSE, sc.NLL, sc.Coverage95, trainSec, predSec, rank, m.LogLik, m.LogLikSE, medA, maxA, medB, maxB, m.Warnings)

@@ -134,7 +134,7 @@ func (r *run) trainCG(ctx context.Context, eng engine.Engine, p *prepared) (*mod
 	}
 	m := newModel(spec, p, fit, post.lml)
 	m.LogLikSE = post.se
-	m.Expansion = post.pred
+	m.Posterior = &model.ExpansionPosterior{Expansion: post.pred}
 	for _, w := range post.warnings {
 		m.Warn(w.Code, "%s", w.Message)
 	}

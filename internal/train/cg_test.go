@@ -586,7 +586,8 @@ func TestKMCGPredictsLikeExact(t *testing.T) {
 	tr, te := cgTrainData(250)
 	spec := DefaultSpec("kmcg")
 	m := trainOn(t, tr, spec, 3, 2)
-	if m.Expansion == nil {
+	x, ok := m.Posterior.(*model.ExpansionPosterior)
+	if !ok {
 		t.Fatal("no expansion")
 	}
 	ex := trainOn(t, tr, DefaultSpec("exact"), 3, 2)
@@ -596,7 +597,7 @@ func TestKMCGPredictsLikeExact(t *testing.T) {
 	if rk > 1.2*re {
 		t.Errorf("KMCG test RMSE %.4f, exact %.4f", rk, re)
 	}
-	t.Logf("KMCG RMSE %.4f (rank %d), exact %.4f", rk, m.Expansion.RPlus, re)
+	t.Logf("KMCG RMSE %.4f (rank %d), exact %.4f", rk, x.Expansion.RPlus, re)
 }
 
 // The derivative forms match kernel.EvalGrad for every family (RBF takes K b from Q b).

@@ -103,7 +103,7 @@ func TestKMCGVarianceAndLogLikelihood(t *testing.T) {
 			}
 			own := exactLatentVar(t, m, ref.rows.X, ref.rows.Y, te.X, rows)
 			med, dev := varianceRatios(p.LatentVar, own)
-			t.Logf("noise %.4g, log likelihood %.6f (exact %.6f), cache rank %d, variance ratio median %.4f, largest deviation %.3f", m.Hyper.NoiseVariance, m.LogLik, want, m.Expansion.RMinus, med, dev)
+			t.Logf("noise %.4g, log likelihood %.6f (exact %.6f), cache rank %d, variance ratio median %.4f, largest deviation %.3f", m.Hyper.NoiseVariance, m.LogLik, want, m.Posterior.(*model.ExpansionPosterior).Expansion.RMinus, med, dev)
 			if med < 0.95 || med > 1.05 || dev > 0.25 {
 				t.Errorf("latent variance ratio to exact: median %.4f, largest deviation %.3f", med, dev)
 			}

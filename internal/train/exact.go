@@ -54,7 +54,7 @@ func (r *run) trainExact(ctx context.Context, eng engine.Engine, p *prepared) (*
 		return nil, fmt.Errorf("exact: final fit: %w", err)
 	}
 	m := newModel(spec, p, fit, e.LogMarginalLikelihood())
-	m.Exact = e.Predictor()
+	m.Posterior = &model.ExactPosterior{Exact: e.Predictor()}
 	r.warnFit(m, p, fit.theta, lower, upper, fit.reason)
 	return m, nil
 }

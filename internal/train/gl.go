@@ -149,8 +149,7 @@ func (r *run) trainGL(ctx context.Context, eng engine.Engine, p *prepared) (*mod
 		return nil, fmt.Errorf("gl: final fit: %w", err)
 	}
 	m := newModel(spec, p, fit, f.LML)
-	m.GL = &model.GLParams{U: U, NodesPerDim: nodes}
-	m.Features = f.Predictor()
+	m.Posterior = &model.GLPosterior{Map: model.GLParams{U: U, NodesPerDim: nodes}, Features: f.Predictor()}
 	m.Domain = glDomain(plan.Width, lo, hi)
 	if sizing != "" {
 		m.Sizing = &model.Sizing{LengthscaleMin: plan.LengthscaleMin, LengthscaleMax: plan.LengthscaleMax}

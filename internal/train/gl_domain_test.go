@@ -54,7 +54,7 @@ func TestGLTailKnownTestInputsMatchesExact(t *testing.T) {
 	gl := trainOn(t, tr, spec, 2, 2)
 	scEx, _ := nllOf(t, ex, te)
 	scGL, p := nllOf(t, gl, te)
-	t.Logf("test NLL: exact %.4f, gl %.4f (%d features, domain %s)", scEx.NLL, scGL.NLL, len(gl.Features.Beta), gl.DomainString())
+	t.Logf("test NLL: exact %.4f, gl %.4f (%d features, domain %s)", scEx.NLL, scGL.NLL, gl.NumFeatures(), gl.DomainString())
 	if p.NOutside != 0 {
 		t.Fatalf("%d test rows outside the domain %s of a grid sized for them", p.NOutside, gl.DomainString())
 	}

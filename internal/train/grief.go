@@ -171,11 +171,10 @@ func (r *run) trainGRIEF(ctx context.Context, eng engine.Engine, p *prepared) (*
 	}
 	fit.theta[d+1] = math.Log(noise)
 	m := newModel(spec, p, fit, lml)
-	m.GRIEF = &model.GRIEFParams{
+	m.Posterior = &model.GRIEFPosterior{Map: model.GRIEFParams{
 		Lengthscales: g.Lengthscales, SignalVariance: g.SignalVariance,
 		Grid: g.Grid, Q: g.Q, LogLam: g.LogLam, Idx: g.Idx, LogLamP: g.LogLamP,
-	}
-	m.GRIEFPost = post
+	}, Post: post}
 	reason := ""
 	if inference == "type2" {
 		reason = fit.reason

@@ -402,12 +402,12 @@ func TestGRIEFType2ReachesExact(t *testing.T) {
 				t.Fatal(err)
 			}
 			rg := rmse(t, m, te)
-			t.Logf("test RMSE: exact %.4f, grief %s %.4f (p~ = %d, noise %.4g, %d iterations, warnings %v)", re, inference, rg, len(m.GRIEFPost.W), m.Hyper.NoiseVariance, m.Iterations, m.Warnings)
+			t.Logf("test RMSE: exact %.4f, grief %s %.4f (p~ = %d, noise %.4g, %d iterations, warnings %v)", re, inference, rg, len(m.Posterior.(*model.GRIEFPosterior).Post.W), m.Hyper.NoiseVariance, m.Iterations, m.Warnings)
 			if rg > 1.15*re+0.01 {
 				t.Errorf("grief %s RMSE %.4f, exact %.4f", inference, rg, re)
 			}
-			if m.GRIEFPost.Inference != inference || len(m.Trace) == 0 || math.IsNaN(m.LogLik) {
-				t.Errorf("model: inference %q, %d trace entries, LML %v", m.GRIEFPost.Inference, len(m.Trace), m.LogLik)
+			if q := m.Posterior.(*model.GRIEFPosterior).Post; q.Inference != inference || len(m.Trace) == 0 || math.IsNaN(m.LogLik) {
+				t.Errorf("model: inference %q, %d trace entries, LML %v", q.Inference, len(m.Trace), m.LogLik)
 			}
 			if got := m.HasWarning(model.WarnEstimate); got != (inference == "type2-weights") {
 				t.Errorf("estimate warning present = %v", got)
@@ -446,7 +446,7 @@ func TestGRIEFType1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := m.GRIEFPost
+	q := m.Posterior.(*model.GRIEFPosterior).Post
 	if q.Inference != "type1" || q.Samples != 40 || len(m.Trace) != 40 || m.Iterations != griefBurnIn+40*griefThin {
 		t.Errorf("inference %q, %d samples, %d trace entries, %d iterations", q.Inference, q.Samples, len(m.Trace), m.Iterations)
 	}

@@ -191,7 +191,7 @@ func (r *run) trainKMCG(ctx context.Context, eng engine.Engine, p *prepared) (*m
 
 	m := newModel(spec, p, &fitted{theta: theta}, lml)
 	m.LogLikSE = se
-	m.Expansion = &solver.ExpansionPredictor{Kernel: kern, X: x, D: d, Alpha: alpha, Minus: vc.minus, RMinus: vc.rank}
+	m.Posterior = &model.ExpansionPosterior{Expansion: &solver.ExpansionPredictor{Kernel: kern, X: x, D: d, Alpha: alpha, Minus: vc.minus, RMinus: vc.rank}}
 	for _, w := range append(warns, vc.warnings...) {
 		m.Warn(w.Code, "%s", w.Message)
 	}

@@ -61,8 +61,7 @@ func (r *run) trainRFF(ctx context.Context, eng engine.Engine, p *prepared) (*mo
 		return nil, fmt.Errorf("rff: final fit: %w", err)
 	}
 	m := newModel(spec, p, fit, f.LML)
-	m.RFF = &model.RFFParams{Omega: rff.Omega, Features: s}
-	m.Features = f.Predictor()
+	m.Posterior = &model.RFFPosterior{Map: model.RFFParams{Omega: rff.Omega, Features: s}, Features: f.Predictor()}
 	r.warnFit(m, p, fit.theta, lower, upper, fit.reason)
 	return m, nil
 }

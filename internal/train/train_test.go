@@ -94,11 +94,11 @@ func TestF1GLReachesExactError(t *testing.T) {
 	spec.Method = "exact"
 	ex := trainOn(t, tr, spec, 4, 2)
 	spec.Method = "rff"
-	spec.Features = len(gl.Features.Beta) + len(gl.Features.Beta)%2
+	spec.Features = gl.NumFeatures() + gl.NumFeatures()%2
 	spec.MaxIter = 40
 	rf := trainOn(t, tr, spec, 4, 2)
 	eGL, eEx, eRFF := testMSE(t, gl, te), testMSE(t, ex, te), testMSE(t, rf, te)
-	t.Logf("f1 test MSE: exact %.5f (l=%.4g), gl %.5f (s=%d, l=%.4g), rff %.5f (s=%d)", eEx, ex.Original().Lengthscales[0], eGL, len(gl.Features.Beta), gl.Original().Lengthscales[0], eRFF, spec.Features)
+	t.Logf("f1 test MSE: exact %.5f (l=%.4g), gl %.5f (s=%d, l=%.4g), rff %.5f (s=%d)", eEx, ex.Original().Lengthscales[0], eGL, gl.NumFeatures(), gl.Original().Lengthscales[0], eRFF, spec.Features)
 	if eGL > eEx*1.02+1e-4 {
 		t.Errorf("gl test MSE %.5f does not reach the exact GP's %.5f", eGL, eEx)
 	}

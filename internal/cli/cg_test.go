@@ -156,7 +156,7 @@ func TestCGFlags(t *testing.T) {
 			t.Fatalf("%s --help: exit %d: %s", cmd, code, errOut)
 		}
 		for _, w := range []string{"cg, exact, gl, grief, kmcg or rff", "--truncation", "--cg-iters", "--rr-min", "--rr-rate", "--probes",
-			"--precond-rank", "--learning-rate", "--cg-tol", "--subset", "--variance-rank", "(default 100)", "(default 0.05)", "(default 1e-4)"} {
+			"--precond-rank", "--learning-rate", "--cg-tol", "--subset", "--variance-rank", "(default 100)", "(default 0.05)", "(default 0.0001)"} {
 			if !strings.Contains(out, w) {
 				t.Errorf("%s --help lacks %q", cmd, w)
 			}

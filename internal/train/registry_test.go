@@ -1,6 +1,7 @@
 package train
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -149,6 +150,47 @@ func TestAutoCarriesSettings(t *testing.T) {
 	} {
 		if got := chosenSettings(c.method, a); !proto.Equal(got, c.want) {
 			t.Errorf("%s: %v, want %v", c.method, got, c.want)
+		}
+	}
+}
+
+// TestSettingCommentsNameTheDefaults: the defaults the settings' comments state (the flags'
+// help) are the ones the methods' files use, so the two cannot drift apart.
+func TestSettingCommentsNameTheDefaults(t *testing.T) {
+	for field, def := range map[string]any{
+		"GLSettings.max_features":      DefaultMaxFeatures,
+		"RFFSettings.features":         DefaultRFFFeatures,
+		"RFFSettings.max_features":     DefaultMaxFeatures,
+		"ExactSettings.exact_max_rows": DefaultExactMaxRows,
+		"GRIEFSettings.grid":           DefaultGRIEFGrid,
+		"GRIEFSettings.samples":        DefaultGRIEFSamples,
+		"GRIEFSettings.max_features":   DefaultMaxFeatures,
+		"CGSettings.cg_iters":          DefaultCGIters,
+		"CGSettings.rr_min":            DefaultRRMin,
+		"CGSettings.rr_rate":           DefaultRRRate,
+		"CGSettings.probes":            DefaultProbes,
+		"CGSettings.precond_rank":      DefaultPrecondRank,
+		"CGSettings.learning_rate":     DefaultCGLearningRate,
+		"CGSettings.cg_tol":            DefaultCGPredictTol,
+		"KMCGSettings.cg_iters":        DefaultCGIters,
+		"KMCGSettings.cg_tol":          DefaultKMCGTol,
+		"KMCGSettings.exact_max_rows":  DefaultExactMaxRows,
+		"AutoSettings.exact_max_rows":  DefaultExactMaxRows,
+		"AutoSettings.max_features":    DefaultMaxFeatures,
+		"GRIEFSettings.eigenfunctions": DefaultGRIEFEigenfunctions,
+		"CGSettings.variance_rank":     fmt.Sprintf("%g%%", 100*VarianceGapTol),
+		"KMCGSettings.variance_rank":   fmt.Sprintf("%g%%", 100*VarianceGapTol),
+	} {
+		msg, name, _ := strings.Cut(field, ".")
+		c := pb.FieldComment(msg, name)
+		want := fmt.Sprintf("(default %v", def)
+		if s, ok := def.(string); ok {
+			want = s
+		} else if msg == "GRIEFSettings" && name == "eigenfunctions" {
+			want = fmt.Sprintf("type2-weights: %v", def)
+		}
+		if !strings.Contains(c, want) {
+			t.Errorf("%s: comment %q does not state %q", field, c, want)
 		}
 	}
 }

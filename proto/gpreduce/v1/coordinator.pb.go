@@ -802,7 +802,7 @@ type CGSettings struct {
 	PrecondRank int32 `protobuf:"varint,6,opt,name=precond_rank,json=precondRank,proto3" json:"precond_rank,omitempty"`
 	// Adam base learning rate, decayed x0.1 at 50%, 70% and 90% of the steps (default 0.05)
 	LearningRate float64 `protobuf:"fixed64,7,opt,name=learning_rate,json=learningRate,proto3" json:"learning_rate,omitempty"`
-	// relative residual of the prediction solve (default 1e-4)
+	// relative residual of the prediction solve (default 0.0001)
 	CgTol float64 `protobuf:"fixed64,8,opt,name=cg_tol,json=cgTol,proto3" json:"cg_tol,omitempty"`
 	// fixed rank of the Lanczos predictive-variance cache (default: grown until the variances
 	// are within about 3% of the exact ones)

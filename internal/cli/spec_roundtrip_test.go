@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -228,4 +229,31 @@ func FuzzJobFile(f *testing.F) {
 			t.Fatalf("%q: YAML round trip\n got %v\nwant %v", b, again.spec, j.spec)
 		}
 	})
+}
+
+// TestSettingFlagsKeepTheirNames: the flags derived from the settings messages include every
+// method-setting flag eval and submit had before they were derived, with the same type, so
+// users' scripts keep working; a new method may add flags.
+func TestSettingFlagsKeepTheirNames(t *testing.T) {
+	before := map[string]string{
+		"cg-iters": "int", "cg-tol": "float", "eigenfunctions": "int", "exact-max-rows": "int", "features": "int",
+		"gl-box": "floats", "grid": "int", "inference": "string", "kmcg-noise": "string", "learning-rate": "float",
+		"max-features": "int", "nodes-per-dim": "ints", "precond-rank": "int", "probes": "int", "rr-min": "int",
+		"rr-rate": "float", "samples": "int", "subset": "int", "truncation": "string", "variance-rank": "int",
+	}
+	for name, cmd := range map[string]*cobra.Command{"eval": newEvalCmd(&env{}), "submit": newSubmitCmd(&env{})} {
+		for flag, typ := range before {
+			f := cmd.Flags().Lookup(flag)
+			if f == nil {
+				t.Errorf("%s: --%s is gone", name, flag)
+				continue
+			}
+			if got := f.Value.Type(); got != typ {
+				t.Errorf("%s --%s: type %s, want %s", name, flag, got, typ)
+			}
+			if f.Usage == "" {
+				t.Errorf("%s --%s: no help", name, flag)
+			}
+		}
+	}
 }

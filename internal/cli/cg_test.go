@@ -22,24 +22,25 @@ func TestCGSettingsReachTheJobSpec(t *testing.T) {
 			MaxIter: 100, Data: &pb.DataSource{Uri: "/d/x.csv", Format: "csv"}}
 	}
 	cgRR := base("cg")
-	cgRR.Truncation, cgRR.RrMin, cgRR.RrRate, cgRR.Probes, cgRR.PrecondRank = "rr", 40, 0.08, 12, -1
-	cgRR.LearningRate, cgRR.CgTol, cgRR.VarianceRank = 0.01, 1e-6, 64
+	cgRR.Settings = &pb.JobSpec_Cg{Cg: &pb.CGSettings{Truncation: "rr", RrMin: 40, RrRate: 0.08, Probes: 12, PrecondRank: -1,
+		LearningRate: 0.01, CgTol: 1e-6, VarianceRank: 64}}
 	cgFixed := base("cg")
-	cgFixed.Truncation, cgFixed.CgIters, cgFixed.PrecondRank = "fixed", 25, 9
+	cgFixed.Settings = &pb.JobSpec_Cg{Cg: &pb.CGSettings{Truncation: "fixed", CgIters: 25, PrecondRank: 9}}
 	kmcg := base("kmcg")
-	kmcg.CgIters, kmcg.CgTol, kmcg.Subset, kmcg.VarianceRank, kmcg.KmcgNoise = 50, 0.02, 1500, 300, "evidence"
+	kmcg.Settings = &pb.JobSpec_Kmcg{Kmcg: &pb.KMCGSettings{CgIters: 50, CgTol: 0.02, Subset: 1500, VarianceRank: 300, KmcgNoise: "evidence"}}
 	for _, tc := range []struct {
 		name  string
 		yaml  string
-		flags specFlags
+		flags []string
 		want  *pb.JobSpec
 	}{
 		{"cg rr", "method: cg\ntruncation: rr\nrr_min: 40\nrr_rate: 0.08\nprobes: 12\nprecond_rank: -1\nlearning_rate: 0.01\ncg_tol: 1.0e-6\nvariance_rank: 64\n",
-			specFlags{truncation: "rr", rrMin: 40, rrRate: 0.08, probes: 12, precondRank: -1, learningRate: 0.01, cgTol: 1e-6, varianceRank: 64}, cgRR},
+			[]string{"--method", "cg", "--truncation", "rr", "--rr-min", "40", "--rr-rate", "0.08", "--probes", "12", "--precond-rank", "-1",
+				"--learning-rate", "0.01", "--cg-tol", "1e-6", "--variance-rank", "64"}, cgRR},
 		{"cg fixed", "method: cg\ntruncation: fixed\ncg_iters: 25\nprecond_rank: 9\n",
-			specFlags{truncation: "fixed", cgIters: 25, precondRank: 9}, cgFixed},
+			[]string{"--method", "cg", "--truncation", "fixed", "--cg-iters", "25", "--precond-rank", "9"}, cgFixed},
 		{"kmcg", "method: kmcg\ncg_iters: 50\ncg_tol: 0.02\nsubset: 1500\nvariance_rank: 300\nkmcg_noise: evidence\n",
-			specFlags{cgIters: 50, cgTol: 0.02, subset: 1500, varianceRank: 300, kmcgNoise: "evidence"}, kmcg},
+			[]string{"--method", "kmcg", "--cg-iters", "50", "--cg-tol", "0.02", "--subset", "1500", "--variance-rank", "300", "--kmcg-noise", "evidence"}, kmcg},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			j, err := parseJobFile([]byte(tc.yaml+"data: {uri: /d/x.csv}\n"), "/d")
@@ -49,9 +50,7 @@ func TestCGSettingsReachTheJobSpec(t *testing.T) {
 			if !proto.Equal(j.spec, tc.want) {
 				t.Errorf("YAML:\n got %v\nwant %v", j.spec, tc.want)
 			}
-			sf := tc.flags
-			sf.method, sf.kernel, sf.maxIter = tc.want.Method, "rbf", 100
-			s, err := sf.spec()
+			s, err := flagSpec(tc.flags...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -73,11 +72,11 @@ func TestCGJobFileErrors(t *testing.T) {
 		name, yaml string
 		want       []string
 	}{
-		{"probes for gl", "method: gl\nprobes: 3\n", []string{"probes: a cg setting; drop it for method gl"}},
-		{"probes for auto", "probes: 3\n", []string{"probes: a cg setting; drop it for method auto"}},
-		{"cg_iters for grief", "method: grief\ncg_iters: 3\n", []string{"cg_iters: a cg and kmcg setting; drop it"}},
-		{"subset for cg", "method: cg\nsubset: 30\n", []string{"subset: a kmcg setting"}},
-		{"kmcg_noise for cg", "method: cg\nkmcg_noise: evidence\n", []string{"kmcg_noise: a kmcg setting"}},
+		{"probes for gl", "method: gl\nprobes: 3\n", []string{"probes: a setting of cg; drop it for method gl"}},
+		{"probes for auto", "probes: 3\n", []string{"probes: a setting of cg; drop it for method auto"}},
+		{"cg_iters for grief", "method: grief\ncg_iters: 3\n", []string{"cg_iters: a setting of cg and kmcg; drop it for method grief"}},
+		{"subset for cg", "method: cg\nsubset: 30\n", []string{"subset: a setting of kmcg; drop it for method cg"}},
+		{"kmcg_noise for cg", "method: cg\nkmcg_noise: evidence\n", []string{"kmcg_noise: a setting of kmcg"}},
 		{"unknown kmcg_noise", "method: kmcg\nkmcg_noise: refit\n", []string{"kmcg_noise:", "start", "evidence"}},
 		{"rr_rate without rr", "method: cg\nrr_rate: 0.1\n", []string{"rr_rate:", "--truncation rr"}},
 		{"unknown truncation", "method: cg\ntruncation: halving\n", []string{"truncation:", "halving", "fixed", "rr"}},
@@ -85,7 +84,7 @@ func TestCGJobFileErrors(t *testing.T) {
 		{"cg_tol out of range", "method: kmcg\ncg_tol: 2\n", []string{"cg_tol:", "(0, 1)"}},
 		{"fractional probes", "method: cg\nprobes: 2.5\n", []string{"probes", "whole number"}},
 		{"learning_rate not a number", "method: cg\nlearning_rate: fast\n", []string{"learning_rate", "a number"}},
-		{"huge subset", "method: kmcg\nsubset: 2000000000\n", []string{"subset:", "too large"}},
+		{"huge subset", "method: kmcg\nsubset: 2000000000\n", []string{"subset:", "more than the limit"}},
 		{"misspelled key", "method: cg\ncg_iter: 30\n", []string{`unknown key "cg_iter"`, `did you mean "cg_iters"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -118,11 +117,11 @@ func TestCGFlags(t *testing.T) {
 		want []string
 	}{
 		{"eval rff with probes", []string{"eval", "--method", "rff", "--probes", "3", "--train", good, "--test", good, "--header"},
-			[]string{"--probes: a cg setting; drop it for method rff"}},
+			[]string{"--probes: a setting of cg; drop it for method rff"}},
 		{"eval before reading data", []string{"eval", "--method", "rff", "--probes", "3", "--train", filepath.Join(dir, "nope.csv"), "--test", good},
-			[]string{"--probes: a cg setting; drop it"}},
+			[]string{"--probes: a setting of cg; drop it"}},
 		{"eval kmcg with truncation", []string{"eval", "--method", "kmcg", "--truncation", "rr", "--data", good, "--header"},
-			[]string{"--truncation: a cg setting; drop it for method kmcg"}},
+			[]string{"--truncation: a setting of cg; drop it for method kmcg"}},
 		{"eval bad truncation", []string{"eval", "--method", "cg", "--truncation", "halving", "--data", good, "--header"},
 			[]string{"--truncation:", "halving"}},
 		{"eval bad precond rank", []string{"eval", "--method", "cg", "--precond-rank", "-3", "--data", good, "--header"},
@@ -130,11 +129,11 @@ func TestCGFlags(t *testing.T) {
 		{"eval not a number", []string{"eval", "--method", "cg", "--rr-rate", "fast", "--data", good, "--header"},
 			[]string{"rr-rate"}},
 		{"submit rff with probes", []string{"submit", "--method", "rff", "--probes", "3", "--data", good, "--addr", "127.0.0.1:1"},
-			[]string{"--probes: a cg setting; drop it for method rff"}},
+			[]string{"--probes: a setting of cg; drop it for method rff"}},
 		{"submit huge cg iters", []string{"submit", "--method", "cg", "--cg-iters", "5000000000", "--data", good, "--addr", "127.0.0.1:1"},
-			[]string{"--cg-iters:", "too large"}},
+			[]string{"--cg-iters", "whole number"}},
 		{"submit job file with flags", []string{"submit", job, "--probes", "3", "--learning-rate", "0.1", "--addr", "127.0.0.1:1"},
-			[]string{"--probes, --learning-rate cannot be combined with a job file"}},
+			[]string{"--learning-rate, --probes cannot be combined with a job file"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, errOut := run(t, tc.args...)
@@ -156,7 +155,7 @@ func TestCGFlags(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("%s --help: exit %d: %s", cmd, code, errOut)
 		}
-		for _, w := range []string{"gl, rff, exact, grief, cg or kmcg", "--truncation", "--cg-iters", "--rr-min", "--rr-rate", "--probes",
+		for _, w := range []string{"cg, exact, gl, grief, kmcg or rff", "--truncation", "--cg-iters", "--rr-min", "--rr-rate", "--probes",
 			"--precond-rank", "--learning-rate", "--cg-tol", "--subset", "--variance-rank", "(default 100)", "(default 0.05)", "(default 0.0001)"} {
 			if !strings.Contains(out, w) {
 				t.Errorf("%s --help lacks %q", cmd, w)

@@ -317,7 +317,7 @@ func TestSubmitWait(t *testing.T) {
 	}
 	wd, _ := os.Getwd()
 	want := &pb.JobSpec{Method: "gl", Kernel: "rbf", LengthscaleBounds: []float64{0.2, 1}, SignalVarianceBounds: []float64{0.05, 20},
-		NoiseVarianceBounds: []float64{1e-4, 2}, MaxIter: 100, NodesPerDim: []int32{10, 12}, MaxFeatures: 8192, ExactMaxRows: 5000,
+		NoiseVarianceBounds: []float64{1e-4, 2}, MaxIter: 100, Settings: &pb.JobSpec_Gl{Gl: &pb.GLSettings{NodesPerDim: []int32{10, 12}}},
 		Data:   &pb.DataSource{Uri: filepath.Join(wd, "train.csv"), Format: "csv", Header: true, Target: "y", Columns: []string{"a", "b"}},
 		Shards: 3}
 	if len(leader.submits) != 1 || !proto.Equal(leader.submits[0].GetSpec(), want) {

@@ -20,6 +20,7 @@ import (
 	"github.com/gpreduce/gpreduce/internal/model"
 	"github.com/gpreduce/gpreduce/internal/shard"
 	"github.com/gpreduce/gpreduce/internal/train"
+	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
 
 // dataFlags selects the training and test data.
@@ -188,101 +189,88 @@ func concatTables(tabs []*shard.Table) *shard.Table {
 	return t
 }
 
-// specFlags are the method settings shared by eval and, later, submit.
+// specFlags are the job-setting flags of eval and submit: the settings every method shares,
+// written here, and one flag per method setting, derived from the settings messages
+// (settingflags.go).
 type specFlags struct {
-	method, kernel             string
-	seed                       uint64
-	ls, sf2, sn2               string
-	maxIter, features, maxFeat int
-	nodes, glBox               string
-	exactMax                   int
-	inference                  string
-	grid, eigenfunctions       int
-	samples                    int
-	truncation                 string
-	cgIters, rrMin, probes     int
-	precondRank, subset        int
-	varianceRank               int
-	rrRate, learningRate       float64
-	cgTol                      float64
-	kmcgNoise                  string
+	method, kernel string
+	seed           uint64
+	ls, sf2, sn2   string
+	maxIter        int
+	settings       []*settingFlag
 }
 
 func (f *specFlags) register(cmd *cobra.Command, defMethod string) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.method, "method", defMethod, "training method: auto (exact for small n, gl for d <= 3 when its grid fits --max-features, grief otherwise), gl, rff, exact, grief, cg or kmcg")
+	fl.StringVar(&f.method, "method", defMethod, "training method: "+methodHelp())
 	fl.StringVar(&f.kernel, "kernel", "rbf", "kernel: rbf, matern12, matern32, matern52")
 	fl.Uint64Var(&f.seed, "seed", 0, "seed of every random draw (rff frequencies, grief subsample and MALA chain, cg probes and truncation lengths, kmcg subset)")
 	fl.StringVar(&f.ls, "lengthscale-bounds", "", "LO,HI bounds on lengthscales, standardized units (default 0.05,100)")
 	fl.StringVar(&f.sf2, "signal-variance-bounds", "", "LO,HI bounds on the signal variance, standardized units (default 0.05,20)")
 	fl.StringVar(&f.sn2, "noise-variance-bounds", "", "LO,HI bounds on the noise variance, standardized units (default 1e-4,2)")
 	fl.IntVar(&f.maxIter, "max-iter", train.DefaultMaxIter, "optimizer iterations at most")
-	fl.IntVar(&f.features, "features", 0, fmt.Sprintf("rff: number of features, even (default %d)", train.DefaultRFFFeatures))
-	fl.IntVar(&f.maxFeat, "max-features", train.DefaultMaxFeatures, "gl, rff: refuse more features than this")
-	fl.StringVar(&f.nodes, "nodes-per-dim", "", "gl: quadrature nodes per input column, comma-separated (default: automatic)")
-	fl.StringVar(&f.glBox, "gl-box", "", "gl: frequency box half-widths U per input column, comma-separated (default: automatic)")
-	fl.IntVar(&f.exactMax, "exact-max-rows", train.DefaultExactMaxRows, "exact: refuse more training rows than this; kmcg: report the exact log likelihood up to this many rows (above, an SLQ estimate)")
-	fl.StringVar(&f.inference, "inference", "", "grief: type2 (GRIEF-II: theta and noise by maximum marginal likelihood with w = 1; default), type1 (MALA over the weights and noise) or type2-weights (maximum likelihood over the weights and noise; log likelihood not comparable)")
-	fl.IntVar(&f.grid, "grid", 0, fmt.Sprintf("grief: inducing grid points per input column, m_bar (default %d)", train.DefaultGRIEFGrid))
-	fl.IntVar(&f.eigenfunctions, "eigenfunctions", 0, fmt.Sprintf("grief: number of eigenfunctions p (default type2: min(1000, 10^floor(log10 n)); type1, type2-weights: %d; at most the grid size)", train.DefaultGRIEFEigenfunctions))
-	fl.IntVar(&f.samples, "samples", 0, fmt.Sprintf("grief type1: retained MALA samples (default %d: 10000 iterations, burn-in 1000, thinning 50)", train.DefaultGRIEFSamples))
-	fl.StringVar(&f.truncation, "truncation", "", "cg: truncation of each CG solve, fixed (J = --cg-iters iterations; default) or rr (Russian roulette: random J, unbiased)")
-	fl.IntVar(&f.cgIters, "cg-iters", 0, fmt.Sprintf("cg fixed: CG iterations J per solve; kmcg: most search directions P (default %d)", train.DefaultCGIters))
-	fl.IntVar(&f.rrMin, "rr-min", 0, fmt.Sprintf("cg --truncation rr: iterations J_min every solve runs (default %d)", train.DefaultRRMin))
-	fl.Float64Var(&f.rrRate, "rr-rate", 0, fmt.Sprintf("cg --truncation rr: rate lambda of P(J) ~ exp(-lambda J) beyond J_min (default %g)", train.DefaultRRRate))
-	fl.IntVar(&f.probes, "probes", 0, fmt.Sprintf("cg: Hutchinson probe vectors t for the log-determinant terms (default %d)", train.DefaultProbes))
-	fl.IntVar(&f.precondRank, "precond-rank", 0, fmt.Sprintf("cg: rank k of the pivoted-Cholesky preconditioner, -1 for none (default %d)", train.DefaultPrecondRank))
-	fl.Float64Var(&f.learningRate, "learning-rate", 0, fmt.Sprintf("cg: Adam base learning rate, decayed x0.1 at 50%%, 70%% and 90%% of the steps (default %g)", train.DefaultCGLearningRate))
-	fl.Float64Var(&f.cgTol, "cg-tol", 0, fmt.Sprintf("cg: relative residual of the prediction solve (default %g); kmcg: stop CG when ||r|| <= tol ||y_M|| (default %g)", train.DefaultCGPredictTol, train.DefaultKMCGTol))
-	fl.IntVar(&f.subset, "subset", 0, "kmcg: number M of inducing inputs taken from the training rows (default: all rows)")
-	fl.IntVar(&f.varianceRank, "variance-rank", 0, fmt.Sprintf("cg, kmcg: fixed rank of the Lanczos predictive-variance cache (default: grown until the variances are within about %g%% of the exact ones)", 100*train.VarianceGapTol))
-	fl.StringVar(&f.kmcgNoise, "kmcg-noise", "", "kmcg: noise variance, start (the sampled exact fit's; default) or evidence (refitted by the KMCG evidence, eq. 16, which is biased)")
+	f.settings = registerSettingFlags(cmd)
 }
 
-func (f *specFlags) spec() (train.Spec, error) {
-	s := train.DefaultSpec(f.method)
-	s.Kernel, s.Seed, s.MaxIter, s.Features, s.MaxFeatures, s.ExactMaxRows = f.kernel, f.seed, f.maxIter, f.features, f.maxFeat, f.exactMax
-	s.Inference, s.Grid, s.Eigenfunctions, s.Samples = f.inference, f.grid, f.eigenfunctions, f.samples
-	s.Truncation, s.CGIters, s.RRMin, s.RRRate, s.Probes = f.truncation, f.cgIters, f.rrMin, f.rrRate, f.probes
-	s.PrecondRank, s.LearningRate, s.CGTol, s.Subset, s.VarianceRank = f.precondRank, f.learningRate, f.cgTol, f.subset, f.varianceRank
-	s.KMCGNoise = f.kmcgNoise
+// methodHelp lists auto and the registered methods with their summaries.
+func methodHelp() string {
+	parts := []string{"auto (exact for small n, gl for d <= 3 when its grid fits --max-features, grief otherwise)"}
+	for _, m := range train.Methods() {
+		parts = append(parts, m.Name)
+	}
+	return strings.Join(parts[:len(parts)-1], ", ") + " or " + parts[len(parts)-1]
+}
+
+// jobSpec is the JobSpec the flags describe: the common fields and the method's settings
+// message in the settings oneof. Errors name the flag.
+func (f *specFlags) jobSpec() (*pb.JobSpec, error) {
+	js := &pb.JobSpec{Method: f.method, Kernel: f.kernel, Seed: f.seed, MaxIter: int32(f.maxIter)}
+	if f.maxIter > math.MaxInt32 || f.maxIter < math.MinInt32 {
+		return nil, fmt.Errorf("--max-iter %d: too large", f.maxIter)
+	}
 	for _, b := range []struct {
 		flag string
 		val  string
-		dst  *[2]float64
-	}{{"--lengthscale-bounds", f.ls, &s.LengthscaleBounds}, {"--signal-variance-bounds", f.sf2, &s.SignalVarianceBounds}, {"--noise-variance-bounds", f.sn2, &s.NoiseVarianceBounds}} {
+		dst  *[]float64
+	}{{"--lengthscale-bounds", f.ls, &js.LengthscaleBounds}, {"--signal-variance-bounds", f.sf2, &js.SignalVarianceBounds}, {"--noise-variance-bounds", f.sn2, &js.NoiseVarianceBounds}} {
 		if b.val == "" {
 			continue
 		}
 		v, err := parseFloats(b.flag, b.val)
 		if err != nil {
-			return s, err
+			return nil, err
 		}
 		if len(v) != 2 {
-			return s, fmt.Errorf("%s %q: give two numbers LO,HI", b.flag, b.val)
+			return nil, fmt.Errorf("%s %q: give two numbers LO,HI", b.flag, b.val)
 		}
-		*b.dst = [2]float64{v[0], v[1]}
+		*b.dst = v
 	}
-	if f.nodes != "" {
-		v, err := parseFloats("--nodes-per-dim", f.nodes)
-		if err != nil {
-			return s, err
+	if msg, ok := train.NewSettings(strings.TrimSpace(f.method)); ok {
+		if err := applySettingFlags(f.settings, strings.TrimSpace(f.method), msg); err != nil {
+			return nil, flagError(err)
 		}
-		for _, x := range v {
-			if x != math.Trunc(x) || x < 1 || x > 1<<20 {
-				return s, fmt.Errorf("--nodes-per-dim %q: %g is not a whole number of nodes", f.nodes, x)
-			}
-			s.NodesPerDim = append(s.NodesPerDim, int(x))
-		}
+		setSettings(js, strings.TrimSpace(f.method), msg)
 	}
-	if f.glBox != "" {
-		v, err := parseFloats("--gl-box", f.glBox)
-		if err != nil {
-			return s, err
-		}
-		s.GLBox = v
+	return js, nil
+}
+
+// spec is the train.Spec of the flags (train.SpecFromJobSpec of jobSpec), checked as far as
+// it can be without the data. Errors name the flag.
+func (f *specFlags) spec() (train.Spec, error) {
+	js, err := f.jobSpec()
+	if err != nil {
+		return train.Spec{}, err
+	}
+	s, err := train.SpecFromJobSpec(js)
+	if err != nil {
+		return train.Spec{}, flagError(err)
 	}
 	return s, nil
+}
+
+// flagError names the setting of a train error ("cg-iters: ...") as its flag.
+func flagError(err error) error {
+	return renameSetting(err, flagNames)
 }
 
 func parseFloats(flag, s string) ([]float64, error) {
@@ -472,11 +460,8 @@ func newEvalCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			// Check the settings before reading the data; the checks that need the number of
-			// input columns run in training.
-			if err := checkSpec(spec, 0, flagNames); err != nil {
-				return err
-			}
+			// The settings are checked before reading the data (spec); the checks that need
+			// the number of input columns run in training.
 			td, te, err := df.load(cmd.Context(), rf)
 			if err != nil {
 				return err

@@ -6,9 +6,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gpreduce/gpreduce/internal/shard"
+	"github.com/gpreduce/gpreduce/internal/train"
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
 
@@ -21,11 +23,9 @@ lengthscale_bounds: [0.02, 0.3]
 signal_variance_bounds: [0.05, 20]
 noise_variance_bounds: [1.0e-4, 1]
 max_iter: 50
-features: 0
 nodes_per_dim: [200, 30]
 gl_box: [300, 12.5]
 max_features: 10000
-exact_max_rows: 4000
 data:
   uri: data/co2.csv
   format: csv
@@ -45,7 +45,7 @@ func TestJobFileFull(t *testing.T) {
 	want := &pb.JobSpec{
 		Method: "gl", Kernel: "matern52", Seed: 42,
 		LengthscaleBounds: []float64{0.02, 0.3}, SignalVarianceBounds: []float64{0.05, 20}, NoiseVarianceBounds: []float64{1e-4, 1},
-		MaxIter: 50, NodesPerDim: []int32{200, 30}, GlBox: []float64{300, 12.5}, MaxFeatures: 10000, ExactMaxRows: 4000,
+		MaxIter: 50, Settings: &pb.JobSpec_Gl{Gl: &pb.GLSettings{NodesPerDim: []int32{200, 30}, GlBox: []float64{300, 12.5}, MaxFeatures: 10000}},
 		Data: &pb.DataSource{Uri: filepath.Join(dir, "data", "co2.csv"), Format: "csv", Header: true, Target: "ppm",
 			Columns: []string{"year", "1"}},
 		Shards: 4, ShardTimeoutSeconds: 60,
@@ -67,7 +67,7 @@ func TestJobFileDefaults(t *testing.T) {
 	want := &pb.JobSpec{
 		Method: "auto", Kernel: "rbf",
 		LengthscaleBounds: []float64{0.05, 100}, SignalVarianceBounds: []float64{0.05, 20}, NoiseVarianceBounds: []float64{1e-4, 2},
-		MaxIter: 100, Data: &pb.DataSource{Uri: "/data/x.csv", Format: "csv"},
+		MaxIter: 100, Settings: &pb.JobSpec_Auto{Auto: &pb.AutoSettings{}}, Data: &pb.DataSource{Uri: "/data/x.csv", Format: "csv"},
 	}
 	if !proto.Equal(j.spec, want) {
 		t.Errorf("spec\n got %v\nwant %v", j.spec, want)
@@ -94,8 +94,13 @@ func TestJobFileErrors(t *testing.T) {
 		{"longer key", "nodes_per_dimension: [3]\ndata: {uri: a.csv}\n", []string{`unknown key "nodes_per_dimension"`, `did you mean "nodes_per_dim"`}},
 		{"case matters", "Method: gl\ndata: {uri: a.csv}\n", []string{`unknown key "Method"`}},
 		{"duplicate key", "method: gl\nmethod: rff\ndata: {uri: a.csv}\n", []string{"method", "already"}},
+		{"duplicate nested key", "data: {uri: a.csv, uri: b.csv}\n", []string{"data.uri", "already"}},
+		{"flat and nested", "method: gl\nmax_features: 10\ngl: {max_features: 20}\ndata: {uri: a.csv}\n", []string{"max_features", "twice"}},
+		{"settings under another method", "method: gl\ncg: {cg_iters: 50}\ndata: {uri: a.csv}\n", []string{"cg_iters: a setting of cg and kmcg; drop it for method gl"}},
+		{"unknown nested setting", "method: cg\ncg: {cg_iter: 50}\ndata: {uri: a.csv}\n", []string{`unknown key "cg.cg_iter"`, `did you mean "cg_iters"`}},
+		{"a list for a number", "max_iter: [1]\ndata: {uri: a.csv}\n", []string{"max_iter", "whole number", "a list"}},
 		{"inverted bound", "lengthscale_bounds: [2, 0.1]\ndata: {uri: a.csv}\n", []string{"lengthscale_bounds", "swap"}},
-		{"one bound", "noise_variance_bounds: [0.1]\ndata: {uri: a.csv}\n", []string{"noise_variance_bounds", "two numbers"}},
+		{"one bound", "noise_variance_bounds: [0.1]\ndata: {uri: a.csv}\n", []string{"noise_variance_bounds", "give two"}},
 		{"negative bound", "signal_variance_bounds: [-1, 2]\ndata: {uri: a.csv}\n", []string{"signal_variance_bounds", "positive"}},
 		{"wrong type", "max_iter: lots\ndata: {uri: a.csv}\n", []string{"max_iter", "whole number"}},
 		{"fractional", "shards: 2.5\ndata: {uri: a.csv}\n", []string{"shards", "whole number"}},
@@ -159,11 +164,10 @@ func TestGRIEFSettingsReachTheJobSpec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := j.spec; s.GetInference() != "type1" || s.GetGrid() != 8 || s.GetEigenfunctions() != 300 || s.GetSamples() != 40 {
+	if s := j.spec.GetGrief(); s.GetInference() != "type1" || s.GetGrid() != 8 || s.GetEigenfunctions() != 300 || s.GetSamples() != 40 {
 		t.Errorf("YAML: %v", s)
 	}
-	sf := specFlags{method: "grief", kernel: "rbf", inference: "type1", grid: 6, eigenfunctions: 100, samples: 20}
-	s, err := sf.spec()
+	s, err := flagSpec("--method", "grief", "--inference", "type1", "--grid", "6", "--eigenfunctions", "100", "--samples", "20")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +175,18 @@ func TestGRIEFSettingsReachTheJobSpec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if js.GetInference() != "type1" || js.GetGrid() != 6 || js.GetEigenfunctions() != 100 || js.GetSamples() != 20 {
+	if g := js.GetGrief(); g.GetInference() != "type1" || g.GetGrid() != 6 || g.GetEigenfunctions() != 100 || g.GetSamples() != 20 {
 		t.Errorf("flags: %v", js)
 	}
+}
+
+// flagSpec parses job-setting flags as eval and submit do and returns the spec.
+func flagSpec(args ...string) (train.Spec, error) {
+	var sf specFlags
+	cmd := &cobra.Command{Use: "test"}
+	sf.register(cmd, train.Auto)
+	if err := cmd.Flags().Parse(args); err != nil {
+		return train.Spec{}, err
+	}
+	return sf.spec()
 }

@@ -148,12 +148,13 @@ type submitFlags struct {
 	id                            string
 }
 
-// jobFlagNames are the flags that describe a job, which a job file replaces.
-var jobFlagNames = []string{"method", "kernel", "seed", "lengthscale-bounds", "signal-variance-bounds", "noise-variance-bounds",
-	"max-iter", "features", "max-features", "nodes-per-dim", "gl-box", "exact-max-rows",
-	"inference", "grid", "eigenfunctions", "samples",
-	"truncation", "cg-iters", "rr-min", "rr-rate", "probes", "precond-rank", "learning-rate", "cg-tol", "subset", "variance-rank", "kmcg-noise",
-	"data", "format", "split", "header", "target", "columns", "shards", "shard-timeout"}
+// jobFlagNames are the flags that describe a job, which a job file replaces: the common
+// settings, the method settings' derived flags and the data flags.
+func jobFlagNames() []string {
+	names := []string{"method", "kernel", "seed", "lengthscale-bounds", "signal-variance-bounds", "noise-variance-bounds", "max-iter"}
+	names = append(names, settingFlagNames()...)
+	return append(names, "data", "format", "split", "header", "target", "columns", "shards", "shard-timeout")
+}
 
 func newSubmitCmd(e *env) *cobra.Command {
 	var cf clientFlags
@@ -194,7 +195,7 @@ to stderr, prints the final status, and exits non-zero if the job failed or was 
 			var err error
 			if len(args) == 1 {
 				var set []string
-				for _, n := range jobFlagNames {
+				for _, n := range jobFlagNames() {
 					if cmd.Flags().Changed(n) {
 						set = append(set, "--"+n)
 					}

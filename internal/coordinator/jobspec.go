@@ -31,9 +31,11 @@ func specError(field, format string, args ...any) error {
 	return status.Errorf(codes.InvalidArgument, "spec.%s: %s", field, fmt.Sprintf(format, args...))
 }
 
-// planFromSpec checks a submitted JobSpec up front and converts it, filling the fields left
-// unset from train.DefaultSpec(method). Errors are codes.InvalidArgument statuses that name
-// the JobSpec field and say what to change.
+// planFromSpec checks a submitted JobSpec up front and converts it (train.SpecFromJobSpec:
+// the method known, its settings its own, the bounds sane, the defaults filled in) with its
+// data source, shard count and timeout. Errors are codes.InvalidArgument statuses that name
+// the JobSpec field and say what to change. SubmitJob calls it before the job is stored, and
+// the runner again on the stored spec.
 func planFromSpec(js *pb.JobSpec) (jobPlan, error) {
 	if js == nil {
 		return jobPlan{}, status.Error(codes.InvalidArgument, "spec: missing: give the method and the data")
@@ -45,73 +47,18 @@ func planFromSpec(js *pb.JobSpec) (jobPlan, error) {
 		}
 		return jobPlan{}, status.Errorf(codes.InvalidArgument, "%v", err)
 	}
-	s := train.DefaultSpec(strings.TrimSpace(js.GetMethod()))
-	s.Seed = js.GetSeed()
-	if k := js.GetKernel(); k != "" {
-		s.Kernel = k
-	}
-	for _, b := range []struct {
-		field string
-		v     []float64
-		dst   *[2]float64
-	}{
-		{"lengthscale_bounds", js.GetLengthscaleBounds(), &s.LengthscaleBounds},
-		{"signal_variance_bounds", js.GetSignalVarianceBounds(), &s.SignalVarianceBounds},
-		{"noise_variance_bounds", js.GetNoiseVarianceBounds(), &s.NoiseVarianceBounds},
-	} {
-		switch len(b.v) {
-		case 0:
-		case 2:
-			*b.dst = [2]float64{b.v[0], b.v[1]}
-		default:
-			return jobPlan{}, specError(b.field, "%d values; give two, the lower and the upper bound (or none for the default %g,%g)",
-				len(b.v), b.dst[0], b.dst[1])
-		}
-	}
-	if v := js.GetMaxIter(); v != 0 {
-		s.MaxIter = int(v)
-	}
 	for _, f := range []struct {
 		field string
 		v     int32
-	}{
-		{"features", js.GetFeatures()}, {"max_features", js.GetMaxFeatures()}, {"exact_max_rows", js.GetExactMaxRows()},
-		{"shards", js.GetShards()}, {"shard_timeout_seconds", js.GetShardTimeoutSeconds()},
-		{"grid", js.GetGrid()}, {"eigenfunctions", js.GetEigenfunctions()}, {"samples", js.GetSamples()},
-	} {
+	}{{"shards", js.GetShards()}, {"shard_timeout_seconds", js.GetShardTimeoutSeconds()}} {
 		if f.v < 0 {
 			return jobPlan{}, specError(f.field, "%d is negative; give a positive number, or 0 for the default", f.v)
 		}
 	}
-	s.Features = int(js.GetFeatures())
-	s.MaxFeatures = int(js.GetMaxFeatures())
-	s.ExactMaxRows = int(js.GetExactMaxRows())
-	s.Inference = strings.TrimSpace(js.GetInference())
-	s.Grid = int(js.GetGrid())
-	s.Eigenfunctions = int(js.GetEigenfunctions())
-	s.Samples = int(js.GetSamples())
-	s.Truncation = strings.TrimSpace(js.GetTruncation())
-	s.CGIters = int(js.GetCgIters())
-	s.RRMin = int(js.GetRrMin())
-	s.RRRate = js.GetRrRate()
-	s.Probes = int(js.GetProbes())
-	s.PrecondRank = int(js.GetPrecondRank())
-	s.LearningRate = js.GetLearningRate()
-	s.CGTol = js.GetCgTol()
-	s.Subset = int(js.GetSubset())
-	s.VarianceRank = int(js.GetVarianceRank())
-	s.KMCGNoise = strings.TrimSpace(js.GetKmcgNoise())
-	for _, v := range js.GetNodesPerDim() {
-		s.NodesPerDim = append(s.NodesPerDim, int(v))
-	}
-	s.GLBox = append([]float64(nil), js.GetGlBox()...)
-	if len(s.GLBox) == 0 {
-		s.GLBox = nil
-	}
-	if err := s.Validate(0); err != nil {
+	s, err := train.SpecFromJobSpec(js)
+	if err != nil {
 		return jobPlan{}, trainSpecError(err)
 	}
-
 	src, err := sourceFromSpec(js.GetData())
 	if err != nil {
 		return jobPlan{}, err
@@ -123,7 +70,7 @@ func planFromSpec(js *pb.JobSpec) (jobPlan, error) {
 	return p, nil
 }
 
-// trainSpecError turns a train.Spec.Validate error ("lengthscale-bounds: ...", named after
+// trainSpecError turns a train.SpecFromJobSpec error ("lengthscale-bounds: ...", named after
 // the CLI flag) into an InvalidArgument status naming the JobSpec field.
 func trainSpecError(err error) error {
 	msg := err.Error()
@@ -185,47 +132,17 @@ func specFromPlan(p jobPlan) *pb.JobSpec {
 	return JobSpecOf(p.Spec, p.Source, p.Shards, p.ShardTimeout)
 }
 
-// JobSpecOf is the JobSpec message of a training spec, its data source, the fixed shard
-// count (0: automatic) and the shard timeout (0: the coordinator's default). It is the one
-// mapping from train.Spec to the wire; clients that build jobs from flags use it too.
+// JobSpecOf is the JobSpec message of a training spec (train.Spec.JobSpec: the common
+// fields and the settings oneof), its data source, the fixed shard count (0: automatic) and
+// the shard timeout (0: the coordinator's default).
 func JobSpecOf(s train.Spec, src shard.Source, shards int, shardTimeout time.Duration) *pb.JobSpec {
-	js := &pb.JobSpec{
-		Method:               s.Method,
-		Kernel:               s.Kernel,
-		Seed:                 s.Seed,
-		LengthscaleBounds:    s.LengthscaleBounds[:],
-		SignalVarianceBounds: s.SignalVarianceBounds[:],
-		NoiseVarianceBounds:  s.NoiseVarianceBounds[:],
-		MaxIter:              int32(s.MaxIter),
-		Features:             int32(s.Features),
-		GlBox:                s.GLBox,
-		MaxFeatures:          int32(s.MaxFeatures),
-		ExactMaxRows:         int32(s.ExactMaxRows),
-		Inference:            s.Inference,
-		Grid:                 int32(s.Grid),
-		Eigenfunctions:       int32(s.Eigenfunctions),
-		Samples:              int32(s.Samples),
-		Truncation:           s.Truncation,
-		CgIters:              int32(s.CGIters),
-		RrMin:                int32(s.RRMin),
-		RrRate:               s.RRRate,
-		Probes:               int32(s.Probes),
-		PrecondRank:          int32(s.PrecondRank),
-		LearningRate:         s.LearningRate,
-		CgTol:                s.CGTol,
-		Subset:               int32(s.Subset),
-		VarianceRank:         int32(s.VarianceRank),
-		KmcgNoise:            s.KMCGNoise,
-		Data: &pb.DataSource{
-			Uri: src.URI, Format: src.Format, Split: int32(src.Split),
-			Header: src.Header, Target: src.Target, Columns: src.Columns,
-		},
-		Shards:              int32(shards),
-		ShardTimeoutSeconds: int32(shardTimeout / time.Second),
+	js := s.JobSpec()
+	js.Data = &pb.DataSource{
+		Uri: src.URI, Format: src.Format, Split: int32(src.Split),
+		Header: src.Header, Target: src.Target, Columns: src.Columns,
 	}
-	for _, v := range s.NodesPerDim {
-		js.NodesPerDim = append(js.NodesPerDim, int32(v))
-	}
+	js.Shards = int32(shards)
+	js.ShardTimeoutSeconds = int32(shardTimeout / time.Second)
 	return js
 }
 

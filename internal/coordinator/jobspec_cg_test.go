@@ -1,7 +1,6 @@
 package coordinator
 
 import (
-	"reflect"
 	"strings"
 	"testing"
 
@@ -20,23 +19,18 @@ func TestPlanFromSpecCG(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		js   *pb.JobSpec
-		want func(s *train.Spec)
+		want proto.Message
 	}{
 		{"cg rr",
-			&pb.JobSpec{Method: "cg", Truncation: " rr ", RrMin: 40, RrRate: 0.1, Probes: 7, PrecondRank: 12,
-				LearningRate: 0.02, CgTol: 1e-5, VarianceRank: 50, Data: data},
-			func(s *train.Spec) {
-				s.Truncation, s.RRMin, s.RRRate, s.Probes, s.PrecondRank = "rr", 40, 0.1, 7, 12
-				s.LearningRate, s.CGTol, s.VarianceRank = 0.02, 1e-5, 50
-			}},
-		{"cg fixed without preconditioner",
+			&pb.JobSpec{Method: "cg", Settings: &pb.JobSpec_Cg{Cg: &pb.CGSettings{Truncation: " rr ", RrMin: 40, RrRate: 0.1, Probes: 7, PrecondRank: 12,
+				LearningRate: 0.02, CgTol: 1e-5, VarianceRank: 50}}, Data: data},
+			&pb.CGSettings{Truncation: "rr", RrMin: 40, RrRate: 0.1, Probes: 7, PrecondRank: 12, LearningRate: 0.02, CgTol: 1e-5, VarianceRank: 50}},
+		{"cg fixed without preconditioner, flat fields of a stored job",
 			&pb.JobSpec{Method: "cg", Truncation: "fixed", CgIters: 30, PrecondRank: -1, Data: data},
-			func(s *train.Spec) { s.Truncation, s.CGIters, s.PrecondRank = "fixed", 30, -1 }},
-		{"cg defaults", &pb.JobSpec{Method: "cg", Data: data}, func(*train.Spec) {}},
-		{"kmcg", &pb.JobSpec{Method: "kmcg", CgIters: 64, CgTol: 0.05, Subset: 2000, VarianceRank: 300, KmcgNoise: " evidence", Data: data},
-			func(s *train.Spec) {
-				s.CGIters, s.CGTol, s.Subset, s.VarianceRank, s.KMCGNoise = 64, 0.05, 2000, 300, "evidence"
-			}},
+			&pb.CGSettings{Truncation: "fixed", CgIters: 30, PrecondRank: -1}},
+		{"cg defaults", &pb.JobSpec{Method: "cg", Data: data}, &pb.CGSettings{}},
+		{"kmcg", &pb.JobSpec{Method: "kmcg", Settings: &pb.JobSpec_Kmcg{Kmcg: &pb.KMCGSettings{CgIters: 64, CgTol: 0.05, Subset: 2000, VarianceRank: 300, KmcgNoise: " evidence"}}, Data: data},
+			&pb.KMCGSettings{CgIters: 64, CgTol: 0.05, Subset: 2000, VarianceRank: 300, KmcgNoise: "evidence"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := planFromSpec(tc.js)
@@ -44,8 +38,8 @@ func TestPlanFromSpecCG(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := train.DefaultSpec(tc.js.Method)
-			tc.want(&want)
-			if !reflect.DeepEqual(p.Spec, want) {
+			want.Settings = tc.want
+			if !specEqual(p.Spec, want) {
 				t.Fatalf("spec %+v\nwant %+v", p.Spec, want)
 			}
 			b, err := encodeSpec(specFromPlan(p))
@@ -60,7 +54,7 @@ func TestPlanFromSpecCG(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !reflect.DeepEqual(again, p) {
+			if !planEqual(again, p) {
 				t.Fatalf("round trip: %+v\nwant %+v", again.Spec, p.Spec)
 			}
 			if !proto.Equal(specFromPlan(again), stored) {
@@ -79,8 +73,8 @@ func TestPlanFromSpecCGErrors(t *testing.T) {
 		want string
 	}{
 		{"unknown truncation", &pb.JobSpec{Method: "cg", Truncation: "geometric"}, "spec.truncation: unknown truncation"},
-		{"truncation for kmcg", &pb.JobSpec{Method: "kmcg", Truncation: "rr"}, "spec.truncation: a cg setting; drop it"},
-		{"probes for rff", &pb.JobSpec{Method: "rff", Probes: 3}, "spec.probes: a cg setting; drop it for method rff"},
+		{"truncation for kmcg", &pb.JobSpec{Method: "kmcg", Truncation: "rr"}, "spec.truncation: a setting of cg; drop it for method kmcg"},
+		{"probes for rff", &pb.JobSpec{Method: "rff", Probes: 3}, "spec.probes: a setting of cg; drop it for method rff"},
 		{"rr_min without rr", &pb.JobSpec{Method: "cg", RrMin: 10}, "spec.rr_min:"},
 		{"rr_rate for fixed", &pb.JobSpec{Method: "cg", Truncation: "fixed", RrRate: 0.1}, "spec.rr_rate:"},
 		{"negative cg_iters", &pb.JobSpec{Method: "kmcg", CgIters: -1}, "spec.cg_iters:"},
@@ -88,10 +82,10 @@ func TestPlanFromSpecCGErrors(t *testing.T) {
 		{"too many probes", &pb.JobSpec{Method: "cg", Probes: 5000}, "spec.probes:"},
 		{"negative learning_rate", &pb.JobSpec{Method: "cg", LearningRate: -0.1}, "spec.learning_rate:"},
 		{"cg_tol 1", &pb.JobSpec{Method: "cg", CgTol: 1}, "spec.cg_tol:"},
-		{"subset for cg", &pb.JobSpec{Method: "cg", Subset: 100}, "spec.subset: a kmcg setting"},
+		{"subset for cg", &pb.JobSpec{Method: "cg", Subset: 100}, "spec.subset: a setting of kmcg; drop it for method cg"},
 		{"negative subset", &pb.JobSpec{Method: "kmcg", Subset: -3}, "spec.subset:"},
-		{"variance_rank for grief", &pb.JobSpec{Method: "grief", VarianceRank: 10}, "spec.variance_rank: a cg and kmcg setting"},
-		{"kmcg_noise for cg", &pb.JobSpec{Method: "cg", KmcgNoise: "evidence"}, "spec.kmcg_noise: a kmcg setting"},
+		{"variance_rank for grief", &pb.JobSpec{Method: "grief", VarianceRank: 10}, "spec.variance_rank: a setting of cg and kmcg; drop it for method grief"},
+		{"kmcg_noise for cg", &pb.JobSpec{Method: "cg", KmcgNoise: "evidence"}, "spec.kmcg_noise: a setting of kmcg"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.js.Data = &pb.DataSource{Uri: "d.csv"}

@@ -17,13 +17,13 @@ func TestPlanFromSpecGRIEF(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := p.Spec
-	if s.Inference != "type1" || s.Grid != 8 || s.Eigenfunctions != 500 || s.Samples != 90 {
-		t.Fatalf("spec %+v", s)
+	want := &pb.GRIEFSettings{Inference: "type1", Grid: 8, Eigenfunctions: 500, Samples: 90}
+	if !proto.Equal(p.Spec.Settings, want) {
+		t.Fatalf("settings %v, want %v", p.Spec.Settings, want)
 	}
 	back := specFromPlan(p)
-	if back.GetInference() != "type1" || back.GetGrid() != 8 || back.GetEigenfunctions() != 500 || back.GetSamples() != 90 {
-		t.Fatalf("JobSpec %v", back)
+	if !proto.Equal(back.GetGrief(), want) || back.GetInference() != "" {
+		t.Fatalf("JobSpec %v: want the settings under grief, and no flat fields", back)
 	}
 	p2, err := planFromSpec(back)
 	if err != nil {

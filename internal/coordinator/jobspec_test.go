@@ -30,8 +30,72 @@ func TestPlanFromSpecDefaults(t *testing.T) {
 		Source:       shard.Source{URI: "data.csv", Format: "csv"},
 		ShardTimeout: remote.DefaultShardTimeout,
 	}
-	if !reflect.DeepEqual(p, want) {
+	if !planEqual(p, want) {
 		t.Fatalf("plan %+v\nwant %+v", p, want)
+	}
+}
+
+// specEqual compares specs, their settings messages by proto.Equal.
+func specEqual(a, b train.Spec) bool {
+	sa, sb := a.Settings, b.Settings
+	a.Settings, b.Settings = nil, nil
+	return reflect.DeepEqual(a, b) && proto.Equal(sa, sb)
+}
+
+// planEqual compares plans, their settings messages by proto.Equal.
+func planEqual(a, b jobPlan) bool {
+	sa, sb := a.Spec, b.Spec
+	a.Spec, b.Spec = train.Spec{}, train.Spec{}
+	return reflect.DeepEqual(a, b) && specEqual(sa, sb)
+}
+
+// TestPlanFromSpecLegacyFields: a job stored before the settings oneof (flat fields) reads
+// into its method's message; max_features and exact_max_rows, which older clients sent with
+// every job, are dropped for a method without them; other settings of another method are
+// refused by the wrong-method error.
+func TestPlanFromSpecLegacyFields(t *testing.T) {
+	data := &pb.DataSource{Uri: "d.csv"}
+	p, err := planFromSpec(&pb.JobSpec{Method: "gl", NodesPerDim: []int32{3, 4}, GlBox: []float64{1, 2}, MaxFeatures: 8192, ExactMaxRows: 5000, Data: data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (&pb.GLSettings{NodesPerDim: []int32{3, 4}, GlBox: []float64{1, 2}, MaxFeatures: 8192}); !proto.Equal(p.Spec.Settings, want) {
+		t.Errorf("gl settings %v, want %v", p.Spec.Settings, want)
+	}
+	stored := specFromPlan(p)
+	if stored.GetMaxFeatures() != 0 || len(stored.GetNodesPerDim()) != 0 || stored.GetGl() == nil {
+		t.Errorf("stored %v: the flat fields should be gone, the settings under gl", stored)
+	}
+	p, err = planFromSpec(&pb.JobSpec{Method: "auto", MaxFeatures: 625, ExactMaxRows: 100, Data: data})
+	if err != nil || !proto.Equal(p.Spec.Settings, &pb.AutoSettings{MaxFeatures: 625, ExactMaxRows: 100}) {
+		t.Errorf("auto: %v, %v", p.Spec.Settings, err)
+	}
+	_, err = planFromSpec(&pb.JobSpec{Method: "cg", Features: 64, Data: data})
+	if want := "spec.features: a setting of rff; drop it for method cg"; status.Code(err) != codes.InvalidArgument || status.Convert(err).Message() != want {
+		t.Errorf("err %v, want %q", err, want)
+	}
+	_, err = planFromSpec(&pb.JobSpec{Method: "gl", NodesPerDim: []int32{3}, Settings: &pb.JobSpec_Gl{Gl: &pb.GLSettings{NodesPerDim: []int32{4}}}, Data: data})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "given twice") {
+		t.Errorf("flat and nested: %v", err)
+	}
+}
+
+// TestPlanFromSpecWrongCase: settings under another method's case are refused, naming the
+// setting and where it goes.
+func TestPlanFromSpecWrongCase(t *testing.T) {
+	data := &pb.DataSource{Uri: "d.csv"}
+	for _, tc := range []struct {
+		js   *pb.JobSpec
+		want string
+	}{
+		{&pb.JobSpec{Method: "gl", Settings: &pb.JobSpec_Cg{Cg: &pb.CGSettings{CgIters: 5}}, Data: data}, "spec.cg_iters: a setting of cg and kmcg; drop it for method gl"},
+		{&pb.JobSpec{Method: "kmcg", Settings: &pb.JobSpec_Cg{Cg: &pb.CGSettings{CgIters: 5}}, Data: data}, "spec.cg_iters: given under cg, but the method is kmcg; put it under kmcg"},
+		{&pb.JobSpec{Method: "exact", Settings: &pb.JobSpec_Rff{Rff: &pb.RFFSettings{}}, Data: data}, "spec.rff: the settings of method rff; drop them for method exact"},
+	} {
+		_, err := planFromSpec(tc.js)
+		if status.Code(err) != codes.InvalidArgument || status.Convert(err).Message() != tc.want {
+			t.Errorf("err %v, want %q", err, tc.want)
+		}
 	}
 }
 
@@ -39,7 +103,7 @@ func TestPlanFromSpecFields(t *testing.T) {
 	js := &pb.JobSpec{
 		Method: "rff", Kernel: "matern32", Seed: 11,
 		LengthscaleBounds: []float64{0.2, 3}, SignalVarianceBounds: []float64{0.1, 10}, NoiseVarianceBounds: []float64{1e-3, 1},
-		MaxIter: 40, Features: 64, MaxFeatures: 1000, ExactMaxRows: 10, NodesPerDim: []int32{3, 4}, GlBox: []float64{1, 2},
+		MaxIter: 40, Settings: &pb.JobSpec_Rff{Rff: &pb.RFFSettings{Features: 64, MaxFeatures: 1000}},
 		Data:   &pb.DataSource{Uri: "d.csv", Format: "CSV", Header: true, Target: "y", Columns: []string{"a", "b"}},
 		Shards: 8, ShardTimeoutSeconds: 9,
 	}
@@ -51,18 +115,18 @@ func TestPlanFromSpecFields(t *testing.T) {
 		Spec: train.Spec{
 			Method: "rff", Kernel: "matern32", Seed: 11,
 			LengthscaleBounds: [2]float64{0.2, 3}, SignalVarianceBounds: [2]float64{0.1, 10}, NoiseVarianceBounds: [2]float64{1e-3, 1},
-			MaxIter: 40, Features: 64, NodesPerDim: []int{3, 4}, GLBox: []float64{1, 2}, MaxFeatures: 1000, ExactMaxRows: 10,
+			MaxIter: 40, Settings: &pb.RFFSettings{Features: 64, MaxFeatures: 1000},
 		},
 		Source:       shard.Source{URI: "d.csv", Format: "csv", Header: true, Target: "y", Columns: []string{"a", "b"}},
 		Shards:       8,
 		ShardTimeout: 9 * time.Second,
 	}
-	if !reflect.DeepEqual(p, want) {
+	if !planEqual(p, want) {
 		t.Fatalf("plan %+v\nwant %+v", p, want)
 	}
 	// The stored form has every default filled in and converts back to the same plan.
 	again, err := planFromSpec(specFromPlan(p))
-	if err != nil || !reflect.DeepEqual(again, p) {
+	if err != nil || !planEqual(again, p) {
 		t.Fatalf("round trip: %+v, %v", again, err)
 	}
 	a, _ := encodeSpec(specFromPlan(p))
@@ -93,7 +157,9 @@ func TestPlanFromSpecErrors(t *testing.T) {
 		{"negative bound", &pb.JobSpec{Method: "gl", LengthscaleBounds: []float64{-1, 1}, Data: data}, "spec.lengthscale_bounds:"},
 		{"max iter", &pb.JobSpec{Method: "gl", MaxIter: -1, Data: data}, "spec.max_iter:"},
 		{"odd features", &pb.JobSpec{Method: "rff", Features: 3, Data: data}, "spec.features:"},
-		{"negative features", &pb.JobSpec{Method: "gl", Features: -2, Data: data}, "spec.features: -2 is negative"},
+		{"negative features", &pb.JobSpec{Method: "rff", Features: -2, Data: data}, "spec.features: -2 is negative"},
+		{"negative max features", &pb.JobSpec{Method: "gl", Settings: &pb.JobSpec_Gl{Gl: &pb.GLSettings{MaxFeatures: -2}}, Data: data}, "spec.max_features: -2 is negative"},
+		{"features for gl", &pb.JobSpec{Method: "gl", Settings: &pb.JobSpec_Rff{Rff: &pb.RFFSettings{Features: 8}}, Data: data}, "spec.features: a setting of rff; drop it for method gl"},
 		{"nodes", &pb.JobSpec{Method: "gl", NodesPerDim: []int32{0}, Data: data}, "spec.nodes_per_dim:"},
 		{"box", &pb.JobSpec{Method: "gl", GlBox: []float64{-1}, Data: data}, "spec.gl_box:"},
 		{"shards", &pb.JobSpec{Method: "gl", Shards: -1, Data: data}, "spec.shards: -1 is negative"},

@@ -5,6 +5,8 @@ import (
 	"math"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/descriptorpb"
 
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
@@ -55,45 +57,28 @@ func CheckLimits(js *pb.JobSpec) error {
 	}{
 		{"shards", js.GetShards(), MaxShards},
 		{"max_iter", js.GetMaxIter(), MaxIterations},
-		{"features", js.GetFeatures(), MaxFeatures},
-		{"max_features", js.GetMaxFeatures(), MaxFeatures},
-		{"eigenfunctions", js.GetEigenfunctions(), MaxFeatures},
-		{"exact_max_rows", js.GetExactMaxRows(), MaxExactRows},
-		{"cg_iters", js.GetCgIters(), MaxSolverIterations},
-		{"rr_min", js.GetRrMin(), MaxSolverIterations},
-		{"variance_rank", js.GetVarianceRank(), MaxSolverIterations},
-		{"precond_rank", js.GetPrecondRank(), MaxSolverIterations},
-		{"subset", js.GetSubset(), MaxSubset},
 		{"shard_timeout_seconds", js.GetShardTimeoutSeconds(), MaxShardTimeoutSeconds},
 	} {
 		if int64(c.v) > c.max {
 			return &LimitError{c.field, fmt.Sprintf("%d is more than the limit %d; lower it", c.v, c.max)}
 		}
 	}
-	for _, c := range []struct {
-		field string
-		n     int
-	}{{"nodes_per_dim", len(js.GetNodesPerDim())}, {"gl_box", len(js.GetGlBox())}, {"data.columns", len(js.GetData().GetColumns())}} {
-		if c.n > MaxDims {
-			return &LimitError{c.field, fmt.Sprintf("%d entries, more than the limit %d input columns", c.n, MaxDims)}
-		}
-	}
-	for _, v := range js.GetNodesPerDim() {
-		if int64(v) > MaxNodesPerDim {
-			return &LimitError{"nodes_per_dim", fmt.Sprintf("%d nodes is more than the limit %d per dimension", v, MaxNodesPerDim)}
-		}
+	if n := len(js.GetData().GetColumns()); n > MaxDims {
+		return &LimitError{"data.columns", fmt.Sprintf("%d entries, more than the limit %d input columns", n, MaxDims)}
 	}
 	for _, f := range []struct {
 		field string
 		v     []float64
 	}{{"lengthscale_bounds", js.GetLengthscaleBounds()}, {"signal_variance_bounds", js.GetSignalVarianceBounds()},
-		{"noise_variance_bounds", js.GetNoiseVarianceBounds()}, {"gl_box", js.GetGlBox()},
-		{"rr_rate", []float64{js.GetRrRate()}}, {"learning_rate", []float64{js.GetLearningRate()}}, {"cg_tol", []float64{js.GetCgTol()}}} {
+		{"noise_variance_bounds", js.GetNoiseVarianceBounds()}} {
 		for _, v := range f.v {
 			if math.IsNaN(v) || math.IsInf(v, 0) {
 				return &LimitError{f.field, fmt.Sprintf("%g is not a finite number", v)}
 			}
 		}
+	}
+	if err := checkSettingLimits(js); err != nil {
+		return err
 	}
 	if n := len(js.GetData().GetUri()); n > MaxURIBytes {
 		return &LimitError{"data.uri", fmt.Sprintf("%d bytes, more than the limit %d", n, MaxURIBytes)}
@@ -107,4 +92,67 @@ func CheckLimits(js *pb.JobSpec) error {
 		}
 	}
 	return nil
+}
+
+// settingLimits are the limits of the methods' settings, by field name (a setting two methods
+// share has one limit).
+var settingLimits = map[protoreflect.Name]int64{
+	"features": MaxFeatures, "max_features": MaxFeatures, "eigenfunctions": MaxFeatures,
+	"exact_max_rows": MaxExactRows, "cg_iters": MaxSolverIterations, "rr_min": MaxSolverIterations,
+	"variance_rank": MaxSolverIterations, "precond_rank": MaxSolverIterations, "subset": MaxSubset,
+}
+
+// checkSettingLimits checks the method's settings, in the settings oneof or in the
+// deprecated flat fields of an older client: whole numbers against settingLimits, lists
+// (per input column) against MaxDims and nodes_per_dim's entries against MaxNodesPerDim,
+// floats for being finite.
+func checkSettingLimits(js *pb.JobSpec) error {
+	var err error
+	check := func(f protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		name := string(f.Name())
+		var vals []protoreflect.Value
+		if f.IsList() {
+			if n := v.List().Len(); n > MaxDims {
+				err = &LimitError{name, fmt.Sprintf("%d entries, more than the limit %d input columns", n, MaxDims)}
+				return false
+			}
+			for i := 0; i < v.List().Len(); i++ {
+				vals = append(vals, v.List().Get(i))
+			}
+		} else {
+			vals = append(vals, v)
+		}
+		for _, x := range vals {
+			switch f.Kind() {
+			case protoreflect.Int32Kind, protoreflect.Int64Kind:
+				if max, ok := settingLimits[f.Name()]; ok && x.Int() > max {
+					err = &LimitError{name, fmt.Sprintf("%d is more than the limit %d; lower it", x.Int(), max)}
+				} else if f.Name() == "nodes_per_dim" && x.Int() > MaxNodesPerDim {
+					err = &LimitError{name, fmt.Sprintf("%d nodes is more than the limit %d per dimension", x.Int(), MaxNodesPerDim)}
+				}
+			case protoreflect.DoubleKind:
+				if math.IsNaN(x.Float()) || math.IsInf(x.Float(), 0) {
+					err = &LimitError{name, fmt.Sprintf("%g is not a finite number", x.Float())}
+				}
+			}
+			if err != nil {
+				return false
+			}
+		}
+		return true
+	}
+	m := js.ProtoReflect()
+	m.Range(func(f protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		if f.Options().(*descriptorpb.FieldOptions).GetDeprecated() {
+			return check(f, v)
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	if f := m.WhichOneof(m.Descriptor().Oneofs().ByName("settings")); f != nil {
+		m.Get(f).Message().Range(check)
+	}
+	return err
 }

@@ -3,8 +3,12 @@ package train
 import (
 	"fmt"
 
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
 	"github.com/gpreduce/gpreduce/internal/features"
 	"github.com/gpreduce/gpreduce/internal/kernel"
+	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
 
 // Auto is the method name that lets Run choose the method from the data (chooseMethod).
@@ -27,10 +31,9 @@ const AutoMaxGLDim = 3
 // cg and kmcg are never chosen automatically: an iteration costs O(J n^2 d) over the workers
 // (hours for 10^4-10^5 rows in pure Go), so they run only when asked for.
 func chooseMethod(spec Spec, p *prepared, ext []float64) (method, reason string) {
-	limit := spec.ExactMaxRows
-	if limit == 0 {
-		limit = DefaultExactMaxRows
-	}
+	as := autoSettings(&spec)
+	limit := orInt(int(as.GetExactMaxRows()), DefaultExactMaxRows)
+	maxFeatures := orInt(int(as.GetMaxFeatures()), DefaultMaxFeatures)
 	if p.n <= limit {
 		return "exact", fmt.Sprintf("n = %d <= exact-max-rows %d: the exact GP (Cholesky) is affordable", p.n, limit)
 	}
@@ -46,21 +49,49 @@ func chooseMethod(spec Spec, p *prepared, ext []float64) (method, reason string)
 	plan, err := features.PlanGL(fam, features.GLSizing{
 		N: p.n, LengthscaleMin: lmin, LengthscaleMax: lmax,
 		SignalVarianceMax: spec.SignalVarianceBounds[1], NoiseVarianceMin: spec.NoiseVarianceBounds[0],
-		Range: ext, MaxFeatures: spec.maxFeatures(), U: spec.GLBox, NodesPerDim: spec.NodesPerDim,
+		Range: ext, MaxFeatures: maxFeatures,
 	})
 	if err == nil && !plan.FloorRaised {
 		s := 1
 		for _, v := range plan.Nodes {
 			s *= v
 		}
-		return "gl", why + fmt.Sprintf(", d = %d and the Gauss-Legendre grid for the bounds fits: s = %d <= max-features %d", p.d, s, spec.maxFeatures())
+		return "gl", why + fmt.Sprintf(", d = %d and the Gauss-Legendre grid for the bounds fits: s = %d <= max-features %d", p.d, s, maxFeatures)
 	}
 	need := "does not fit max-features"
 	if err == nil {
-		need = fmt.Sprintf("fits max-features %d only with a raised lower lengthscale bound", spec.maxFeatures())
+		need = fmt.Sprintf("fits max-features %d only with a raised lower lengthscale bound", maxFeatures)
 	}
 	return "grief", why + fmt.Sprintf(" and the Gauss-Legendre grid for the bounds %g,%g %s: GP-GRIEF, O(p) per iteration after one pass", spec.LengthscaleBounds[0], spec.LengthscaleBounds[1], need)
 }
 
 // isAuto reports whether the spec asks for the automatic method choice.
 func (s *Spec) isAuto() bool { return s.Method == Auto }
+
+// autoSettings is the spec's *pb.AutoSettings, or the defaults.
+func autoSettings(s *Spec) *pb.AutoSettings {
+	if a, ok := s.Settings.(*pb.AutoSettings); ok && a != nil {
+		return a
+	}
+	return &pb.AutoSettings{}
+}
+
+// validateAuto checks the budgets of the automatic choice.
+func validateAuto(s *Spec) error {
+	return nonNegative(autoSettings(s))
+}
+
+// chosenSettings is the settings message of the method auto chose: a fresh message of that
+// method with the auto settings it shares by name (exact_max_rows for exact and kmcg,
+// max_features for gl, rff and grief).
+func chosenSettings(method string, auto proto.Message) proto.Message {
+	msg, _ := NewSettings(method)
+	dst := msg.ProtoReflect()
+	auto.ProtoReflect().Range(func(f protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		if to := dst.Descriptor().Fields().ByName(f.Name()); to != nil && to.Kind() == f.Kind() && !to.IsList() && !f.IsList() {
+			dst.Set(to, v)
+		}
+		return true
+	})
+	return msg
+}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/gpreduce/gpreduce/internal/shard"
+	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
 
 func TestChooseMethod(t *testing.T) {
@@ -29,7 +30,8 @@ func TestChooseMethod(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			spec := DefaultSpec(Auto)
-			spec.ExactMaxRows, spec.LengthscaleBounds = c.exact, c.ls
+			set(&spec, "exact_max_rows", c.exact)
+			spec.LengthscaleBounds = c.ls
 			p := &prepared{n: c.n, d: c.d}
 			ext := make([]float64, c.d)
 			for k := range ext {
@@ -70,7 +72,7 @@ func TestAutoTrainRecordsChoice(t *testing.T) {
 	if len(events) != 1 || !strings.Contains(events[0], "auto chose exact") {
 		t.Fatalf("method events %q", events)
 	}
-	spec.Inference = "type1"
+	spec.Settings = &pb.GRIEFSettings{Inference: "type1"}
 	if _, err := Train(t.Context(), localEngine(t, tab, 2, 2), spec, nil); err == nil || !strings.Contains(err.Error(), "inference") {
 		t.Fatalf("a grief setting with auto: err = %v", err)
 	}

@@ -49,6 +49,7 @@ import (
 
 	"gonum.org/v1/gonum/floats"
 	"gonum.org/v1/gonum/mat"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/gpreduce/gpreduce/internal/engine"
 	"github.com/gpreduce/gpreduce/internal/kernel"
@@ -57,6 +58,7 @@ import (
 	"github.com/gpreduce/gpreduce/internal/reduce"
 	"github.com/gpreduce/gpreduce/internal/solver"
 	"github.com/gpreduce/gpreduce/internal/tasks"
+	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
 
 const (
@@ -69,8 +71,94 @@ const (
 	cgFinalStep = 1 << 31
 )
 
+// The conjugate-gradient defaults, used when the settings leave a field at 0.
+const (
+	DefaultCGIters        = 100  // J of fixed CG and P of KMCG, as in the papers' experiments
+	DefaultRRMin          = 80   // J_min of RR-CG: with lambda 0.05, E[J] ~= 100 (Potapczynski et al. 2021, §6)
+	DefaultRRRate         = 0.05 // lambda of RR-CG: sd(J) ~= 20
+	DefaultProbes         = 10   // Hutchinson probes (GPyTorch's num_trace_samples)
+	DefaultPrecondRank    = 5    // pivoted-Cholesky rank (Gardner et al. 2018, §4.1)
+	DefaultCGLearningRate = 0.05 // Adam base rate, decayed x0.1 at 50%, 70% and 90% of the steps
+	DefaultCGPredictTol   = 1e-4 // relative residual of the prediction solve (Potapczynski et al. 2021, §6)
+	DefaultVarianceRank   = 100  // the adaptive variance cache may always grow to this rank (LOVE's rank)
+	MaxCGPredictIters     = 1000 // cap on the prediction solve (Potapczynski et al. 2021, §6)
+)
+
+func init() {
+	register(Method{
+		Name:     "cg",
+		Summary:  "the exact GP by distributed conjugate gradients (BBMM-style, fixed or Russian-roulette truncation)",
+		Settings: func() proto.Message { return &pb.CGSettings{} },
+		Tasks:    []string{"moments", "sample", "rows", "kernel"},
+		validate: validateCG,
+		train: func(ctx context.Context, r *run, eng engine.Engine, p *prepared) (*model.Model, error) {
+			return r.trainCG(ctx, eng, p)
+		},
+	})
+}
+
+// cgSettings is the spec's *pb.CGSettings, or the defaults.
+func cgSettings(s *Spec) *pb.CGSettings {
+	if g, ok := s.Settings.(*pb.CGSettings); ok && g != nil {
+		return g
+	}
+	return &pb.CGSettings{}
+}
+
+// validateCG checks cg's settings.
+func validateCG(s *Spec, _ int) error {
+	c := cgSettings(s)
+	switch c.GetTruncation() {
+	case "", "fixed", "rr":
+	default:
+		return fmt.Errorf("truncation: unknown truncation %q; use fixed (J = cg-iters) or rr (Russian roulette)", c.GetTruncation())
+	}
+	rr := c.GetTruncation() == "rr"
+	switch {
+	case c.GetRrMin() != 0 && !rr:
+		return fmt.Errorf("rr-min: a setting of cg --truncation rr; drop it or set truncation rr")
+	case c.GetRrRate() != 0 && !rr:
+		return fmt.Errorf("rr-rate: a setting of cg --truncation rr; drop it or set truncation rr")
+	case c.GetCgIters() < 0:
+		return fmt.Errorf("cg-iters: %d is negative; give a positive number (or 0 for the default %d)", c.GetCgIters(), DefaultCGIters)
+	case c.GetRrMin() < 0:
+		return fmt.Errorf("rr-min: %d is negative; give J_min >= 1 (or 0 for the default %d)", c.GetRrMin(), DefaultRRMin)
+	case c.GetRrRate() < 0 || math.IsNaN(c.GetRrRate()) || math.IsInf(c.GetRrRate(), 0):
+		return fmt.Errorf("rr-rate: %g must be positive and finite (0.05 to 0.1 gives sd(J) of 20 to 10)", c.GetRrRate())
+	case c.GetProbes() < 0 || c.GetProbes() > 1000:
+		return fmt.Errorf("probes: %d; give 1 to 1000 (or 0 for the default %d)", c.GetProbes(), DefaultProbes)
+	case c.GetPrecondRank() < -1:
+		return fmt.Errorf("precond-rank: %d; give a rank >= 1, -1 for no preconditioner, or 0 for the default %d", c.GetPrecondRank(), DefaultPrecondRank)
+	case c.GetLearningRate() < 0 || math.IsNaN(c.GetLearningRate()) || math.IsInf(c.GetLearningRate(), 0):
+		return fmt.Errorf("learning-rate: %g must be positive and finite", c.GetLearningRate())
+	case c.GetCgTol() < 0 || c.GetCgTol() >= 1 || math.IsNaN(c.GetCgTol()):
+		return fmt.Errorf("cg-tol: %g must lie in (0, 1)", c.GetCgTol())
+	case c.GetVarianceRank() < 0:
+		return fmt.Errorf("variance-rank: %d is negative; give a positive rank (or 0 for the adaptive rank)", c.GetVarianceRank())
+	}
+	return nil
+}
+
+func cgIters(c *pb.CGSettings) int { return orInt(int(c.GetCgIters()), DefaultCGIters) }
+func rrMin(c *pb.CGSettings) int   { return orInt(int(c.GetRrMin()), DefaultRRMin) }
+func probes(c *pb.CGSettings) int  { return orInt(int(c.GetProbes()), DefaultProbes) }
+func precondRank(c *pb.CGSettings) int {
+	switch c.GetPrecondRank() {
+	case 0:
+		return DefaultPrecondRank
+	case -1:
+		return 0
+	}
+	return int(c.GetPrecondRank())
+}
+func rrRate(c *pb.CGSettings) float64 { return orFloat(c.GetRrRate(), DefaultRRRate) }
+func learningRate(c *pb.CGSettings) float64 {
+	return orFloat(c.GetLearningRate(), DefaultCGLearningRate)
+}
+
 func (r *run) trainCG(ctx context.Context, eng engine.Engine, p *prepared) (*model.Model, error) {
 	spec, obs := r.spec, r.obs
+	cs := cgSettings(&spec)
 	fam, _ := kernel.ParseFamily(spec.Kernel)
 	d := p.d
 
@@ -84,11 +172,11 @@ func (r *run) trainCG(ctx context.Context, eng engine.Engine, p *prepared) (*mod
 	if err != nil {
 		return nil, fmt.Errorf("cg: %w", err)
 	}
-	mode := fmt.Sprintf("fixed J = %d", spec.cgIters())
-	if spec.Truncation == "rr" {
-		mode = fmt.Sprintf("Russian roulette J_min = %d, lambda = %g, E[J] = %.1f", spec.rrMin(), spec.rrRate(), prob.trunc.Mean())
+	mode := fmt.Sprintf("fixed J = %d", cgIters(cs))
+	if cs.GetTruncation() == "rr" {
+		mode = fmt.Sprintf("Russian roulette J_min = %d, lambda = %g, E[J] = %.1f", rrMin(cs), rrRate(cs), prob.trunc.Mean())
 	}
-	obs(Event{Phase: "sizing", Message: fmt.Sprintf("%d rows over %d shards; %s, %d probes, preconditioner rank %d", p.n, len(eng.Shards()), mode, spec.probes(), spec.precondRank())})
+	obs(Event{Phase: "sizing", Message: fmt.Sprintf("%d rows over %d shards; %s, %d probes, preconditioner rank %d", p.n, len(eng.Shards()), mode, probes(cs), precondRank(cs))})
 
 	// Step 4: Adam.
 	maxIter := spec.maxIter()
@@ -98,7 +186,7 @@ func (r *run) trainCG(ctx context.Context, eng engine.Engine, p *prepared) (*mod
 	}
 	lower, upper := box(spec, d)
 	set := optimizer.AdamSettings{
-		LearningRate: spec.learningRate(), MaxIter: maxIter,
+		LearningRate: learningRate(cs), MaxIter: maxIter,
 		Schedule: optimizer.Schedule{Kind: "multistep", Decay: 0.1, Milestones: []float64{0.5, 0.7, 0.9}},
 	}
 	obj := func(theta, grad []float64) (float64, error) {
@@ -159,6 +247,7 @@ type cgProblem struct {
 	x, y    []float64
 	offsets []int
 	spec    Spec
+	cg      *pb.CGSettings    // cg's settings; kmcg's cg_iters and variance_rank for kmcg
 	trunc   solver.Truncation // rr only
 	// basisProbes replaces the random probes by sqrt(n) e_1..sqrt(n) e_n, which makes the
 	// trace and SLQ terms exact (tests only; needs no preconditioner).
@@ -192,9 +281,10 @@ func newCGProblem(ctx context.Context, eng engine.Engine, p *prepared, fam kerne
 	if err != nil {
 		return nil, err
 	}
-	c := &cgProblem{ctx: ctx, eng: eng, fam: fam, d: p.d, n: p.n, x: x, y: y, offsets: offsets, spec: spec}
-	if spec.Truncation == "rr" {
-		c.trunc = solver.Truncation{Lambda: spec.rrRate(), JMin: min(spec.rrMin(), p.n), JMax: p.n}
+	cs := cgSettings(&spec)
+	c := &cgProblem{ctx: ctx, eng: eng, fam: fam, d: p.d, n: p.n, x: x, y: y, offsets: offsets, spec: spec, cg: cs}
+	if cs.GetTruncation() == "rr" {
+		c.trunc = solver.Truncation{Lambda: rrRate(cs), JMin: min(rrMin(cs), p.n), JMax: p.n}
 	}
 	return c, nil
 }
@@ -210,7 +300,7 @@ func (c *cgProblem) operator(theta []float64) (*kernelOperator, model.Hyper) {
 // sigma_f^2 for a stationary kernel; each pivot's column is one map round). It returns nil
 // when the spec asks for no preconditioner.
 func (c *cgProblem) precond(kop *kernelOperator, h model.Hyper) (solver.Preconditioner, error) {
-	k := c.spec.precondRank()
+	k := precondRank(c.cg)
 	if k == 0 || c.basisProbes {
 		return nil, nil
 	}
@@ -272,7 +362,7 @@ func (c *cgProblem) numProbes() int {
 	if c.basisProbes {
 		return c.n
 	}
-	return c.spec.probes()
+	return probes(c.cg)
 }
 
 // slqLogDet returns log|P| plus the mean over the t probe columns 0..t-1 of
@@ -357,7 +447,7 @@ func (c *cgProblem) eval(theta []float64, rng *rand.Rand) (*cgEval, error) {
 	var U, w1, w2 []float64
 	var res *solver.CGResult
 	var yKy float64
-	if c.spec.Truncation == "rr" {
+	if c.cg.GetTruncation() == "rr" {
 		rr, err := solver.RRSolveQuad(kop, B, t+1, pre, c.trunc, cgTrainTol, rng)
 		if err != nil {
 			return nil, err
@@ -368,7 +458,7 @@ func (c *cgProblem) eval(theta []float64, rng *rand.Rand) (*cgEval, error) {
 		}
 		w1, w2, res, yKy = rr.W1[t*n:], rr.W2[t*n:], rr.CG, rr.Quad[t]
 	} else {
-		res, err = solver.BatchPCG(kop, B, t+1, pre, c.spec.cgIters(), cgTrainTol)
+		res, err = solver.BatchPCG(kop, B, t+1, pre, cgIters(c.cg), cgTrainTol)
 		if err != nil {
 			return nil, err
 		}
@@ -427,7 +517,7 @@ func (c *cgProblem) posterior(theta []float64, rng *rand.Rand, obs Observer) (*c
 	if err != nil {
 		return nil, err
 	}
-	vc, err := varianceCache(kop, c.y, c.spec, obs)
+	vc, err := varianceCache(kop, c.y, c.spec.Seed, int(c.cg.GetVarianceRank()), obs)
 	if err != nil {
 		return nil, err
 	}
@@ -449,8 +539,8 @@ func (c *cgProblem) solveMean(theta []float64, rng *rand.Rand, obs Observer) (*c
 		return nil, nil, nil, err
 	}
 	kop, pre, t, B, pz := bt.kop, bt.pre, bt.t, bt.B, bt.pz
-	tol := c.spec.CGTol
-	if tol == 0 || c.spec.Method == "kmcg" { // kmcg's cg-tol is its CG stopping rule
+	tol := c.cg.GetCgTol()
+	if tol == 0 { // kmcg's cg-tol is its CG stopping rule, not passed here
 		tol = DefaultCGPredictTol
 	}
 	res, err := solver.BatchPCG(kop, B, t+1, pre, MaxCGPredictIters, tol)
@@ -518,14 +608,14 @@ type lanczosCache struct {
 // variances by batched solves per test row cost O(J n^2) per row at prediction. The adaptive
 // cache keeps prediction at O(n (d + rank)) per row for any later input, with the rank the
 // data need.
-func varianceCache(kop *kernelOperator, y []float64, spec Spec, obs Observer) (*lanczosCache, error) {
+func varianceCache(kop *kernelOperator, y []float64, seed uint64, rank int, obs Observer) (*lanczosCache, error) {
 	n := kop.Dim()
-	maxRank := spec.VarianceRank
+	maxRank := rank
 	if maxRank == 0 {
 		maxRank = max(DefaultVarianceRank, DefaultVarianceCacheBytes/(8*n))
 	}
 	maxRank = min(maxRank, n)
-	idx := rand.New(rand.NewPCG(spec.Seed, varianceStream)).Perm(n)[:min(n, varianceProbes)]
+	idx := rand.New(rand.NewPCG(seed, varianceStream)).Perm(n)[:min(n, varianceProbes)]
 	slices.Sort(idx)
 	cols, err := kop.columns(idx)
 	if err != nil {
@@ -539,7 +629,7 @@ func varianceCache(kop *kernelOperator, y []float64, spec Spec, obs Observer) (*
 	if err != nil {
 		return nil, fmt.Errorf("variance cache: %w", err)
 	}
-	adaptive := spec.VarianceRank == 0
+	adaptive := rank == 0
 	stop := func(j int, q []float64, diag, off float64) bool {
 		mon.Step(j, q, diag, off)
 		return adaptive && mon.Gap() <= VarianceGapTol

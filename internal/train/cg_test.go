@@ -207,8 +207,8 @@ func cgFixture(t *testing.T, n, d, shards int, spec Spec) (*cgProblem, *referenc
 // With all n basis probes and J = n, the CG objective and gradient are the exact ones.
 func TestCGObjectiveAndGradientMatchExact(t *testing.T) {
 	spec := DefaultSpec("cg")
-	spec.CGIters = 200
-	spec.PrecondRank = -1
+	set(&spec, "cg_iters", 200)
+	set(&spec, "precond_rank", -1)
 	c, ref := cgFixture(t, 120, 2, 3, spec)
 	c.basisProbes = true
 	for _, theta := range [][]float64{
@@ -237,12 +237,13 @@ func TestCGGradientIsUnbiased(t *testing.T) {
 	for _, trunc := range []string{"fixed", "rr"} {
 		t.Run(trunc, func(t *testing.T) {
 			spec := DefaultSpec("cg")
-			spec.Truncation = trunc
-			spec.Probes = 4
+			set(&spec, "truncation", trunc)
+			set(&spec, "probes", 4)
 			if trunc == "fixed" {
-				spec.CGIters = 200
+				set(&spec, "cg_iters", 200)
 			} else {
-				spec.RRMin, spec.RRRate = 2, 0.3
+				set(&spec, "rr_min", 2)
+				set(&spec, "rr_rate", 0.3)
 			}
 			c, ref := cgFixture(t, 150, 2, 3, spec)
 			_, want := ref.exact(t, theta)
@@ -284,10 +285,10 @@ func TestCGTrainingReachesExactOptimum(t *testing.T) {
 	exactSpec := DefaultSpec("exact")
 	ex := trainOn(t, tr, exactSpec, 3, 2)
 	spec := DefaultSpec("cg")
-	spec.CGIters = 200
+	set(&spec, "cg_iters", 200)
 	spec.MaxIter = 150
-	spec.CGTol = 1e-10
-	spec.VarianceRank = 200
+	set(&spec, "cg_tol", 1e-10)
+	set(&spec, "variance_rank", 200)
 	cg := trainOn(t, tr, spec, 3, 2)
 	thEx, thCG := thetaOf(ex), thetaOf(cg)
 	// The likelihood is flat along the signal variance, so the optimum is judged by the exact
@@ -340,8 +341,8 @@ func rmseOf(mean, y []float64) float64 {
 // a full-rank Lanczos cache, variance) equals the exact one.
 func TestCGPosteriorMatchesExact(t *testing.T) {
 	spec := DefaultSpec("cg")
-	spec.CGTol = 1e-12
-	spec.VarianceRank = 100
+	set(&spec, "cg_tol", 1e-12)
+	set(&spec, "variance_rank", 100)
 	c, ref := cgFixture(t, 100, 2, 3, spec)
 	theta := []float64{math.Log(0.7), math.Log(0.5), math.Log(1.3), math.Log(0.02)}
 	c.basisProbes = true // exact SLQ: the log likelihood must match to the CG tolerance
@@ -375,7 +376,7 @@ func TestCGPosteriorMatchesExact(t *testing.T) {
 		}
 	}
 	// A low-rank cache overestimates the variance (Q T^-1 Q^T <= K_hat^-1).
-	c.spec.VarianceRank = 5
+	c.cg.VarianceRank = 5
 	post, err = c.posterior(theta, rand.New(rand.NewPCG(3, 3)), func(Event) {})
 	if err != nil {
 		t.Fatal(err)
@@ -394,12 +395,12 @@ func TestCGResume(t *testing.T) {
 	for _, trunc := range []string{"fixed", "rr"} {
 		t.Run(trunc, func(t *testing.T) {
 			spec := DefaultSpec("cg")
-			spec.Truncation = trunc
+			set(&spec, "truncation", trunc)
 			spec.MaxIter = 6
 			if trunc == "fixed" {
-				spec.CGIters = 20
+				set(&spec, "cg_iters", 20)
 			} else {
-				spec.RRMin = 10
+				set(&spec, "rr_min", 10)
 			}
 			var cks [][]byte
 			full, err := Run(context.Background(), localEngine(t, tr, 3, 2), spec, Hooks{Save: func(_ context.Context, _ int, _ float64, ck []byte) error {

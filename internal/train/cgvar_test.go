@@ -40,7 +40,7 @@ func TestCGVarianceMatchesExact(t *testing.T) {
 		inside bool
 	}{{"adaptive", 0, true}, {"fixed rank 20", 20, false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			c.spec.VarianceRank = tc.rank
+			c.cg.VarianceRank = int32(tc.rank)
 			post, err := c.posterior(theta, rand.New(rand.NewPCG(5, 5)), func(Event) {})
 			if err != nil {
 				t.Fatal(err)
@@ -83,7 +83,8 @@ func TestKMCGVarianceAndLogLikelihood(t *testing.T) {
 	}{{"default", "", 0, false}, {"evidence", "evidence", 0, false}, {"estimate", "", 100, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := DefaultSpec("kmcg")
-			spec.KMCGNoise, spec.ExactMaxRows = tc.noise, tc.maxRows
+			set(&spec, "kmcg_noise", tc.noise)
+			set(&spec, "exact_max_rows", tc.maxRows)
 			m := trainOn(t, tr, spec, 3, 2)
 			noises = append(noises, m.Hyper.NoiseVariance)
 			theta := thetaOf(m)

@@ -21,8 +21,8 @@ func TestResumeGivesIdenticalModel(t *testing.T) {
 			}
 			spec := DefaultSpec(method)
 			spec.LengthscaleBounds = [2]float64{0.5, 1}
-			spec.NodesPerDim = []int{14, 14}
-			spec.Features = 48
+			set(&spec, "nodes_per_dim", []int{14, 14})
+			set(&spec, "features", 48)
 			spec.MaxIter = 12
 			resumeMatches(t, tab, spec)
 		})
@@ -94,7 +94,7 @@ func TestResumeAutoGivesIdenticalModel(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			spec := DefaultSpec(Auto)
 			spec.LengthscaleBounds = [2]float64{0.5, 1}
-			spec.ExactMaxRows = c.exact
+			set(&spec, "exact_max_rows", c.exact)
 			spec.MaxIter = 12
 			if m := resumeMatches(t, synthTable(c.n, c.d, 71), spec); m.Method != c.name || m.Choice == nil {
 				t.Fatalf("auto trained %s (choice %+v), want %s", m.Method, m.Choice, c.name)
@@ -106,7 +106,7 @@ func TestResumeAutoGivesIdenticalModel(t *testing.T) {
 func TestResumeRejectsForeignCheckpoint(t *testing.T) {
 	tab := synthTable(100, 1, 72)
 	spec := DefaultSpec("gl")
-	spec.NodesPerDim = []int{20}
+	set(&spec, "nodes_per_dim", []int{20})
 	spec.MaxIter = 2
 	var ck []byte
 	if _, err := Run(context.Background(), localEngine(t, tab, 2, 1), spec, Hooks{Save: func(_ context.Context, _ int, _ float64, b []byte) error { ck = b; return nil }}); err != nil {

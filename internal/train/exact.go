@@ -2,7 +2,7 @@ package train
 
 // The exact GP by Cholesky, exposed as a method: the reference every approximation is
 // measured against. All rows are gathered to the coordinator, so it refuses more than
-// Spec.ExactMaxRows rows (default DefaultExactMaxRows): each likelihood evaluation is an
+// exact_max_rows rows (ExactSettings; default DefaultExactMaxRows): each likelihood evaluation is an
 // O(n^3) Cholesky plus an O(n^3) inverse for the gradient traces, and n^2 floats of memory.
 
 import (
@@ -10,20 +10,41 @@ import (
 	"fmt"
 	"math"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/gpreduce/gpreduce/internal/engine"
 	"github.com/gpreduce/gpreduce/internal/kernel"
 	"github.com/gpreduce/gpreduce/internal/model"
 	"github.com/gpreduce/gpreduce/internal/reduce"
 	"github.com/gpreduce/gpreduce/internal/solver"
 	"github.com/gpreduce/gpreduce/internal/tasks"
+	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
+
+func init() {
+	register(Method{
+		Name:     "exact",
+		Summary:  "the exact GP by Cholesky on the coordinator: O(n^3) per iteration, the reference",
+		Settings: func() proto.Message { return &pb.ExactSettings{} },
+		Tasks:    []string{"moments", "sample", "rows"},
+		validate: func(s *Spec, _ int) error { return nonNegative(exactSettings(s)) },
+		train: func(ctx context.Context, r *run, eng engine.Engine, p *prepared) (*model.Model, error) {
+			return r.trainExact(ctx, eng, p)
+		},
+	})
+}
+
+// exactSettings is the spec's *pb.ExactSettings, or the defaults.
+func exactSettings(s *Spec) *pb.ExactSettings {
+	if g, ok := s.Settings.(*pb.ExactSettings); ok && g != nil {
+		return g
+	}
+	return &pb.ExactSettings{}
+}
 
 func (r *run) trainExact(ctx context.Context, eng engine.Engine, p *prepared) (*model.Model, error) {
 	spec, obs := r.spec, r.obs
-	limit := spec.ExactMaxRows
-	if limit == 0 {
-		limit = DefaultExactMaxRows
-	}
+	limit := orInt(int(exactSettings(&spec).GetExactMaxRows()), DefaultExactMaxRows)
 	if p.n > limit {
 		return nil, fmt.Errorf("exact: %d training rows exceed the exact method's limit of %d (exact-max-rows): its cost grows as n^3 and its memory as n^2; use --method gl or rff for large n, or raise --exact-max-rows", p.n, limit)
 	}

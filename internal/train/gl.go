@@ -13,6 +13,8 @@ import (
 	"math"
 	"strings"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/gpreduce/gpreduce/internal/engine"
 	"github.com/gpreduce/gpreduce/internal/features"
 	"github.com/gpreduce/gpreduce/internal/kernel"
@@ -20,10 +22,63 @@ import (
 	"github.com/gpreduce/gpreduce/internal/reduce"
 	"github.com/gpreduce/gpreduce/internal/solver"
 	"github.com/gpreduce/gpreduce/internal/tasks"
+	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
+
+func init() {
+	register(Method{
+		Name:     "gl",
+		Summary:  "Gauss-Legendre features: one pass over the data, then O(s^3) per iteration (d <= 3)",
+		Settings: func() proto.Message { return &pb.GLSettings{} },
+		Tasks:    []string{"moments", "sample", "gram"},
+		validate: validateGL,
+		train: func(ctx context.Context, r *run, eng engine.Engine, p *prepared) (*model.Model, error) {
+			return r.trainGL(ctx, eng, p)
+		},
+	})
+}
+
+// glSettings is the spec's *pb.GLSettings, or the defaults.
+func glSettings(s *Spec) *pb.GLSettings {
+	if g, ok := s.Settings.(*pb.GLSettings); ok && g != nil {
+		return g
+	}
+	return &pb.GLSettings{}
+}
+
+// validateGL checks gl's settings for d input columns (0: unknown).
+func validateGL(s *Spec, d int) error {
+	g := glSettings(s)
+	if err := nonNegative(g); err != nil {
+		return err
+	}
+	if d > 0 && len(g.GetNodesPerDim()) != 0 && len(g.GetNodesPerDim()) != d {
+		return fmt.Errorf("nodes-per-dim: %d values for %d input columns; give one per column", len(g.GetNodesPerDim()), d)
+	}
+	for _, v := range g.GetNodesPerDim() {
+		if v < 1 {
+			return fmt.Errorf("nodes-per-dim: %d must be at least 1", v)
+		}
+	}
+	if d > 0 && len(g.GetGlBox()) != 0 && len(g.GetGlBox()) != d {
+		return fmt.Errorf("gl-box: %d values for %d input columns; give one per column", len(g.GetGlBox()), d)
+	}
+	for _, v := range g.GetGlBox() {
+		if !(v > 0) || math.IsInf(v, 0) {
+			return fmt.Errorf("gl-box: %g must be positive and finite", v)
+		}
+	}
+	return nil
+}
 
 func (r *run) trainGL(ctx context.Context, eng engine.Engine, p *prepared) (*model.Model, error) {
 	spec, obs := r.spec, r.obs
+	gs := glSettings(&spec)
+	maxFeatures := orInt(int(gs.GetMaxFeatures()), DefaultMaxFeatures)
+	var nodes []int
+	for _, v := range gs.GetNodesPerDim() {
+		nodes = append(nodes, int(v))
+	}
 	fam, _ := kernel.ParseFamily(spec.Kernel)
 	d := p.d
 
@@ -56,7 +111,7 @@ func (r *run) trainGL(ctx context.Context, eng engine.Engine, p *prepared) (*mod
 		return features.PlanGL(fam, features.GLSizing{
 			N: p.n, LengthscaleMin: lmin, LengthscaleMax: lmax,
 			SignalVarianceMax: spec.SignalVarianceBounds[1], NoiseVarianceMin: spec.NoiseVarianceBounds[0],
-			Range: ext, MaxFeatures: spec.maxFeatures(), U: spec.GLBox, NodesPerDim: spec.NodesPerDim,
+			Range: ext, MaxFeatures: maxFeatures, U: gs.GetGlBox(), NodesPerDim: nodes,
 		})
 	}
 	lmin, lmax := make([]float64, d), make([]float64, d)
@@ -68,7 +123,7 @@ func (r *run) trainGL(ctx context.Context, eng engine.Engine, p *prepared) (*mod
 		return nil, fmt.Errorf("gl: %w", err)
 	}
 	centred := ""
-	if plan.Adjusted && len(spec.NodesPerDim) == 0 && len(spec.GLBox) == 0 {
+	if plan.Adjusted && len(nodes) == 0 && len(gs.GetGlBox()) == 0 {
 		// Over budget: size for a window around the searched lengthscales instead of the
 		// whole box, the widest of glWindows that the budget holds without raising its floor
 		// (PlanGL keeps a window's top and raises its floor, which would leave the fit outside).
@@ -102,7 +157,7 @@ func (r *run) trainGL(ctx context.Context, eng engine.Engine, p *prepared) (*mod
 			notes = append([]string{centred}, notes...)
 		}
 		sizing = fmt.Sprintf("gl: the lengthscale bounds %g,%g need more than max-features %d Gauss-Legendre features; %s",
-			spec.LengthscaleBounds[0], spec.LengthscaleBounds[1], spec.maxFeatures(), strings.Join(notes, "; "))
+			spec.LengthscaleBounds[0], spec.LengthscaleBounds[1], maxFeatures, strings.Join(notes, "; "))
 		obs(Event{Phase: "sizing", Message: sizing})
 	}
 

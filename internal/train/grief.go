@@ -52,6 +52,8 @@ import (
 	"gonum.org/v1/gonum/blas/blas64"
 	"gonum.org/v1/gonum/mat"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/gpreduce/gpreduce/internal/engine"
 	"github.com/gpreduce/gpreduce/internal/features"
 	"github.com/gpreduce/gpreduce/internal/kernel"
@@ -60,6 +62,7 @@ import (
 	"github.com/gpreduce/gpreduce/internal/reduce"
 	"github.com/gpreduce/gpreduce/internal/shard"
 	"github.com/gpreduce/gpreduce/internal/tasks"
+	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
 
 const (
@@ -78,6 +81,97 @@ const (
 	griefWPriorVar     = 100
 	griefNoisePriorVar = 0.04
 )
+
+// GP-GRIEF's defaults, used when its settings leave a field at 0.
+const (
+	DefaultGRIEFGrid           = 10   // m_bar, as in the paper's experiments
+	DefaultGRIEFEigenfunctions = 1000 // p of type1 and type2-weights, as in the paper's GRIEF-I experiments; type2 takes min(1000, 10^floor(log10 n))
+	DefaultGRIEFSamples        = 180  // (10000 - 1000) / 50: the paper's MALA run
+	MaxGRIEFGrid               = 1024
+)
+
+func init() {
+	register(Method{
+		Name:     "grief",
+		Summary:  "GP-GRIEF: one pass, then O(p) per iteration, for any d",
+		Settings: func() proto.Message { return &pb.GRIEFSettings{} },
+		Tasks:    []string{"moments", "sample", "distinct", "gram"},
+		validate: validateGRIEF,
+		train: func(ctx context.Context, r *run, eng engine.Engine, p *prepared) (*model.Model, error) {
+			return r.trainGRIEF(ctx, eng, p)
+		},
+	})
+}
+
+// griefSettings is the spec's *pb.GRIEFSettings, or the defaults.
+func griefSettings(s *Spec) *pb.GRIEFSettings {
+	if g, ok := s.Settings.(*pb.GRIEFSettings); ok && g != nil {
+		return g
+	}
+	return &pb.GRIEFSettings{}
+}
+
+// validateGRIEF checks grief's settings.
+func validateGRIEF(s *Spec, _ int) error {
+	g := griefSettings(s)
+	switch g.GetInference() {
+	case "", "type1", "type2", "type2-weights":
+	default:
+		return fmt.Errorf("inference: unknown inference %q; use type2 (GRIEF-II: maximum marginal likelihood over theta and the noise), type1 (MALA over the weights and the noise) or type2-weights (maximum likelihood over the weights and the noise)", g.GetInference())
+	}
+	if g.GetGrid() < 0 || g.GetGrid() > MaxGRIEFGrid {
+		return fmt.Errorf("grid: %d points per dimension; give 1 to %d (or 0 for the default %d)", g.GetGrid(), MaxGRIEFGrid, DefaultGRIEFGrid)
+	}
+	if g.GetEigenfunctions() < 0 {
+		return fmt.Errorf("eigenfunctions: %d is negative; give a positive number (or 0 for the default %d)", g.GetEigenfunctions(), DefaultGRIEFEigenfunctions)
+	}
+	if err := nonNegative(g); err != nil {
+		return err
+	}
+	if mf := orInt(int(g.GetMaxFeatures()), DefaultMaxFeatures); s.griefP(0) > mf {
+		return fmt.Errorf("eigenfunctions: %d exceeds max-features %d (A = Phi^T Phi takes p^2 floats per shard); lower it or raise max-features", s.griefP(0), mf)
+	}
+	if g.GetSamples() < 0 {
+		return fmt.Errorf("samples: %d is negative; give a positive number (or 0 for the default %d)", g.GetSamples(), DefaultGRIEFSamples)
+	}
+	if g.GetSamples() > 0 && s.griefInference() != "type1" {
+		return fmt.Errorf("samples: %d is a type1 (MALA) setting; drop it or set inference type1", g.GetSamples())
+	}
+	if g.GetSamples() > 1e6 {
+		return fmt.Errorf("samples: %d is more than 1e6; the chain would take %d iterations", g.GetSamples(), int(g.GetSamples())*griefThin)
+	}
+	return nil
+}
+
+func (s *Spec) griefInference() string {
+	if i := griefSettings(s).GetInference(); i != "" {
+		return i
+	}
+	return "type2"
+}
+
+func (s *Spec) griefGrid() int { return orInt(int(griefSettings(s).GetGrid()), DefaultGRIEFGrid) }
+
+// griefP is the number of eigenfunctions p for n training rows: the spec's, or GP-GRIEF
+// §4.3's choice, p = min(1000, 10^floor(log10 n)) for type2 (GRIEF-II) and p = 1000 for the
+// weight-learning variants. n <= 0 (not yet known) gives the largest p the spec can take.
+func (s *Spec) griefP(n int) int {
+	switch {
+	case griefSettings(s).GetEigenfunctions() != 0:
+		return int(griefSettings(s).GetEigenfunctions())
+	case s.griefInference() != "type2" || n <= 0:
+		return DefaultGRIEFEigenfunctions
+	}
+	p := 1
+	for p*10 <= n && p < DefaultGRIEFEigenfunctions {
+		p *= 10
+	}
+	return p
+}
+
+func (s *Spec) griefSamples() int {
+	return orInt(int(griefSettings(s).GetSamples()), DefaultGRIEFSamples)
+}
 
 func (r *run) trainGRIEF(ctx context.Context, eng engine.Engine, p *prepared) (*model.Model, error) {
 	spec, obs := r.spec, r.obs
@@ -164,7 +258,7 @@ func (r *run) trainGRIEF(ctx context.Context, eng engine.Engine, p *prepared) (*
 	case "type1":
 		post, lml, noise, err = r.griefType1(ctx, b, h.NoiseVariance, fit)
 	default:
-		err = fmt.Errorf("inference: unknown inference %q", spec.Inference)
+		err = fmt.Errorf("inference: unknown inference %q", inference)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("grief: %w", err)

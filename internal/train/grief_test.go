@@ -35,7 +35,7 @@ func newGRIEFFixture(t testing.TB, n, d, mbar int, seed uint64) *griefFixture {
 	eng := localEngine(t, synthTable(n, d, seed), 3, 2)
 	ref := newReference(t, eng, kernel.RBF)
 	spec := DefaultSpec("grief")
-	spec.Grid = mbar
+	set(&spec, "grid", mbar)
 	r, err := newRun(spec, Hooks{})
 	if err != nil {
 		t.Fatal(err)
@@ -377,8 +377,8 @@ func rmse(t *testing.T, m *model.Model, te *shard.Table) float64 {
 
 func griefSpec(inference string) Spec {
 	s := DefaultSpec("grief")
-	s.Inference = inference
-	s.Eigenfunctions = 100
+	set(&s, "inference", inference)
+	set(&s, "eigenfunctions", 100)
 	s.MaxIter = 60
 	return s
 }
@@ -440,7 +440,7 @@ func TestGRIEFType2ReachesExact(t *testing.T) {
 func TestGRIEFType1(t *testing.T) {
 	tr, te := synthTable(400, 2, 31), synthTable(200, 2, 32)
 	spec := griefSpec("type1")
-	spec.Samples = 40
+	set(&spec, "samples", 40)
 	ctx := context.Background()
 	m, err := Train(ctx, localEngine(t, tr, 3, 2), spec, nil)
 	if err != nil {
@@ -473,7 +473,7 @@ func TestGRIEFType1(t *testing.T) {
 func TestGRIEFResume(t *testing.T) {
 	tab := synthTable(300, 2, 41)
 	spec := griefSpec("type2")
-	spec.Eigenfunctions = 36
+	set(&spec, "eigenfunctions", 36)
 	spec.MaxIter = 8
 	var cks [][]byte
 	full, err := Run(context.Background(), localEngine(t, tab, 3, 2), spec, Hooks{Save: func(_ context.Context, _ int, _ float64, ck []byte) error {
@@ -502,11 +502,11 @@ func TestGRIEFBadSpecs(t *testing.T) {
 		mod  func(*Spec)
 		want string
 	}{
-		{func(s *Spec) { s.Inference = "type3" }, "inference"},
-		{func(s *Spec) { s.Grid = -1 }, "grid"},
-		{func(s *Spec) { s.Eigenfunctions = -5 }, "eigenfunctions"},
-		{func(s *Spec) { s.Eigenfunctions = 100000 }, "eigenfunctions"},
-		{func(s *Spec) { s.Samples = 10 }, "samples"}, // a type1 setting under type2
+		{func(s *Spec) { set(s, "inference", "type3") }, "inference"},
+		{func(s *Spec) { set(s, "grid", -1) }, "grid"},
+		{func(s *Spec) { set(s, "eigenfunctions", -5) }, "eigenfunctions"},
+		{func(s *Spec) { set(s, "eigenfunctions", 100000) }, "eigenfunctions"},
+		{func(s *Spec) { set(s, "samples", 10) }, "samples"}, // a type1 setting under type2
 		{func(s *Spec) { s.Method = "gl" }, "inference"},
 	} {
 		s := griefSpec("type2")

@@ -54,6 +54,8 @@ import (
 	"gonum.org/v1/gonum/floats"
 	"gonum.org/v1/gonum/mat"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/gpreduce/gpreduce/internal/engine"
 	"github.com/gpreduce/gpreduce/internal/kernel"
 	"github.com/gpreduce/gpreduce/internal/model"
@@ -61,13 +63,64 @@ import (
 	"github.com/gpreduce/gpreduce/internal/shard"
 	"github.com/gpreduce/gpreduce/internal/solver"
 	"github.com/gpreduce/gpreduce/internal/tasks"
+	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
 
 // kmcgStream keys the random choice of the inducing rows.
 const kmcgStream = 0x6b6d6367 << 32
 
+// DefaultKMCGTol is KMCG's stopping rule ||r|| <= 0.01 ||y_M|| (Maddox et al. 2022, §2.4)
+// when the settings leave cg_tol at 0.
+const DefaultKMCGTol = 0.01
+
+func init() {
+	register(Method{
+		Name:     "kmcg",
+		Summary:  "kernel machines by conjugate gradients: CG directions on (a subset of) the rows, no optimizer loop",
+		Settings: func() proto.Message { return &pb.KMCGSettings{} },
+		Tasks:    []string{"moments", "sample", "rows", "kernel"},
+		validate: validateKMCG,
+		train: func(ctx context.Context, r *run, eng engine.Engine, p *prepared) (*model.Model, error) {
+			return r.trainKMCG(ctx, eng, p)
+		},
+	})
+}
+
+// kmcgSettings is the spec's *pb.KMCGSettings, or the defaults.
+func kmcgSettings(s *Spec) *pb.KMCGSettings {
+	if g, ok := s.Settings.(*pb.KMCGSettings); ok && g != nil {
+		return g
+	}
+	return &pb.KMCGSettings{}
+}
+
+// validateKMCG checks kmcg's settings.
+func validateKMCG(s *Spec, _ int) error {
+	k := kmcgSettings(s)
+	switch k.GetKmcgNoise() {
+	case "", "start", "evidence":
+	default:
+		return fmt.Errorf("kmcg-noise: unknown choice %q; use start (keep the sampled exact fit's noise) or evidence (refit by the KMCG evidence, eq. 16)", k.GetKmcgNoise())
+	}
+	switch {
+	case k.GetCgIters() < 0:
+		return fmt.Errorf("cg-iters: %d is negative; give a positive number (or 0 for the default %d)", k.GetCgIters(), DefaultCGIters)
+	case k.GetCgTol() < 0 || k.GetCgTol() >= 1 || math.IsNaN(k.GetCgTol()):
+		return fmt.Errorf("cg-tol: %g must lie in (0, 1)", k.GetCgTol())
+	case k.GetSubset() < 0:
+		return fmt.Errorf("subset: %d is negative; give the number of inducing rows M (or 0 for all rows)", k.GetSubset())
+	case k.GetVarianceRank() < 0:
+		return fmt.Errorf("variance-rank: %d is negative; give a positive rank (or 0 for the adaptive rank)", k.GetVarianceRank())
+	}
+	return nonNegative(k)
+}
+
 func (r *run) trainKMCG(ctx context.Context, eng engine.Engine, p *prepared) (*model.Model, error) {
 	spec, obs := r.spec, r.obs
+	ks := kmcgSettings(&spec)
+	// The CG settings kmcg shares: P as cg_iters, the variance cache's rank; the other CG
+	// settings (the log-likelihood estimate's probes and preconditioner) keep cg's defaults.
+	cs := &pb.CGSettings{CgIters: ks.GetCgIters(), VarianceRank: ks.GetVarianceRank()}
 	fam, _ := kernel.ParseFamily(spec.Kernel)
 	d, n := p.d, p.n
 
@@ -86,20 +139,17 @@ func (r *run) trainKMCG(ctx context.Context, eng engine.Engine, p *prepared) (*m
 	op := &tasks.KernelOp{Kernel: kern, X: x, Offsets: offsets}
 
 	// Steps 4-6: X_M, the CG directions and R.
-	M := spec.Subset
+	M := int(ks.GetSubset())
 	if M == 0 || M >= n {
 		M = n
 	}
-	tol := spec.CGTol
-	if tol == 0 {
-		tol = DefaultKMCGTol
-	}
-	obs(Event{Phase: "sizing", Message: fmt.Sprintf("KMCG on %d of %d rows, at most %d directions, stop at relative residual %g", M, n, spec.cgIters(), tol)})
+	tol := orFloat(ks.GetCgTol(), DefaultKMCGTol)
+	obs(Event{Phase: "sizing", Message: fmt.Sprintf("KMCG on %d of %d rows, at most %d directions, stop at relative residual %g", M, n, cgIters(cs), tol)})
 	var S, Z, R, xm []float64
 	var P int
 	if M == n {
 		xm = x
-		S, Z, P, err = solver.ReorthCG(&kernelOperator{ctx: ctx, eng: eng, op: op}, y, spec.cgIters(), tol)
+		S, Z, P, err = solver.ReorthCG(&kernelOperator{ctx: ctx, eng: eng, op: op}, y, cgIters(cs), tol)
 		if err != nil {
 			return nil, fmt.Errorf("kmcg: %w", err)
 		}
@@ -113,7 +163,7 @@ func (r *run) trainKMCG(ctx context.Context, eng engine.Engine, p *prepared) (*m
 			ym[i] = y[j]
 		}
 		local := &localKernel{ctx: ctx, op: &tasks.KernelOp{Kernel: kern, X: xm, Offsets: []int{0, M}}}
-		S, Z, P, err = solver.ReorthCG(local, ym, spec.cgIters(), tol)
+		S, Z, P, err = solver.ReorthCG(local, ym, cgIters(cs), tol)
 		if err != nil {
 			return nil, fmt.Errorf("kmcg: %w", err)
 		}
@@ -135,7 +185,7 @@ func (r *run) trainKMCG(ctx context.Context, eng engine.Engine, p *prepared) (*m
 	}
 	theta := append([]float64(nil), r.ck.Start...)
 	s2 := h.NoiseVariance
-	if spec.KMCGNoise == "evidence" {
+	if ks.GetKmcgNoise() == "evidence" {
 		obs(Event{Phase: "fit", Message: fmt.Sprintf("%d CG directions; refitting the noise by the KMCG evidence (eq. 16) at O(P^3)", P)})
 		lo, hi := math.Log(spec.NoiseVarianceBounds[0]), math.Log(spec.NoiseVarianceBounds[1])
 		s2 = math.Exp(maximize1D(func(u float64) float64 {
@@ -165,7 +215,7 @@ func (r *run) trainKMCG(ctx context.Context, eng engine.Engine, p *prepared) (*m
 
 	// Step 9: the variance cache of K_hat at (theta, s2).
 	kop := &kernelOperator{ctx: ctx, eng: eng, op: op, noise: s2}
-	vc, err := varianceCache(kop, y, spec, obs)
+	vc, err := varianceCache(kop, y, spec.Seed, int(cs.GetVarianceRank()), obs)
 	if err != nil {
 		return nil, fmt.Errorf("kmcg: %w", err)
 	}
@@ -173,7 +223,7 @@ func (r *run) trainKMCG(ctx context.Context, eng engine.Engine, p *prepared) (*m
 	// Step 10: the log likelihood at the final hyperparameters.
 	var lml, se float64
 	var warns []model.Warning
-	if limit := orInt(spec.ExactMaxRows, DefaultExactMaxRows); n <= limit {
+	if limit := orInt(int(ks.GetExactMaxRows()), DefaultExactMaxRows); n <= limit {
 		obs(Event{Phase: "fit", Message: fmt.Sprintf("exact log likelihood at the final hyperparameters (n = %d <= exact-max-rows %d)", n, limit)})
 		ex, err := solver.NewExact(kern, s2, x, d, y)
 		if err != nil {
@@ -181,7 +231,7 @@ func (r *run) trainKMCG(ctx context.Context, eng engine.Engine, p *prepared) (*m
 		}
 		lml = ex.LogMarginalLikelihood()
 	} else {
-		c := &cgProblem{ctx: ctx, eng: eng, fam: fam, d: d, n: n, x: x, y: y, offsets: offsets, spec: spec}
+		c := &cgProblem{ctx: ctx, eng: eng, fam: fam, d: d, n: n, x: x, y: y, offsets: offsets, spec: spec, cg: cs}
 		lp, _, _, err := c.solveMean(theta, rand.New(rand.NewPCG(spec.Seed, kmcgStream+1)), obs)
 		if err != nil {
 			return nil, fmt.Errorf("kmcg: log likelihood: %w", err)

@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"math"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/gpreduce/gpreduce/internal/engine"
 	"github.com/gpreduce/gpreduce/internal/features"
 	"github.com/gpreduce/gpreduce/internal/kernel"
@@ -21,18 +23,54 @@ import (
 	"github.com/gpreduce/gpreduce/internal/shard"
 	"github.com/gpreduce/gpreduce/internal/solver"
 	"github.com/gpreduce/gpreduce/internal/tasks"
+	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
+
+// DefaultRFFFeatures is rff's number of features when the settings leave it at 0.
+const DefaultRFFFeatures = 512
+
+func init() {
+	register(Method{
+		Name:     "rff",
+		Summary:  "random Fourier features: a pass over the data per likelihood evaluation",
+		Settings: func() proto.Message { return &pb.RFFSettings{} },
+		Tasks:    []string{"moments", "sample", "rff"},
+		validate: validateRFF,
+		train: func(ctx context.Context, r *run, eng engine.Engine, p *prepared) (*model.Model, error) {
+			return r.trainRFF(ctx, eng, p)
+		},
+	})
+}
+
+// rffSettings is the spec's *pb.RFFSettings, or the defaults.
+func rffSettings(s *Spec) *pb.RFFSettings {
+	if g, ok := s.Settings.(*pb.RFFSettings); ok && g != nil {
+		return g
+	}
+	return &pb.RFFSettings{}
+}
+
+// validateRFF checks rff's settings.
+func validateRFF(s *Spec, _ int) error {
+	f := rffSettings(s)
+	if err := nonNegative(f); err != nil {
+		return err
+	}
+	if f.GetFeatures() != 0 && (f.GetFeatures() < 2 || f.GetFeatures()%2 != 0) {
+		return fmt.Errorf("features: rff needs an even number of features >= 2, got %d", f.GetFeatures())
+	}
+	return nil
+}
 
 func (r *run) trainRFF(ctx context.Context, eng engine.Engine, p *prepared) (*model.Model, error) {
 	spec, obs := r.spec, r.obs
 	fam, _ := kernel.ParseFamily(spec.Kernel)
 	d := p.d
-	s := spec.Features
-	if s == 0 {
-		s = DefaultRFFFeatures
-	}
-	if s > spec.maxFeatures() {
-		return nil, fmt.Errorf("features: %d random Fourier features exceed the limit of %d (max-features); the Gram matrix alone would take %.1f GiB", s, spec.maxFeatures(), float64(s)*float64(s)*8/(1<<30))
+	rs := rffSettings(&spec)
+	s := orInt(int(rs.GetFeatures()), DefaultRFFFeatures)
+	maxFeatures := orInt(int(rs.GetMaxFeatures()), DefaultMaxFeatures)
+	if s > maxFeatures {
+		return nil, fmt.Errorf("features: %d random Fourier features exceed the limit of %d (max-features); the Gram matrix alone would take %.1f GiB", s, maxFeatures, float64(s)*float64(s)*8/(1<<30))
 	}
 	rff, err := features.NewRFF(fam, d, s, spec.Seed)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/gpreduce/gpreduce/internal/reduce"
 	"github.com/gpreduce/gpreduce/internal/shard"
 	"github.com/gpreduce/gpreduce/internal/solver"
+	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
 
 // ARD test problem: ardD N(0, 1) inputs of which the first ardRel matter; y is a draw of the
@@ -403,7 +404,7 @@ func TestGRIEFEigenfunctionDefaults(t *testing.T) {
 		{"type2", 0, 36000, 1000}, {"type2", 0, 0, 1000}, {"type1", 0, 150, 1000},
 		{"type2-weights", 0, 150, 1000}, {"type2", 64, 150, 64},
 	} {
-		s := Spec{Method: "grief", Inference: c.inference, Eigenfunctions: c.set}
+		s := Spec{Method: "grief", Settings: &pb.GRIEFSettings{Inference: c.inference, Eigenfunctions: int32(c.set)}}
 		if got := s.griefP(c.n); got != c.want {
 			t.Errorf("inference %q, eigenfunctions %d, n %d: p = %d, want %d", c.inference, c.set, c.n, got, c.want)
 		}

@@ -1,87 +1,57 @@
 package train
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/descriptorpb"
 
 	"github.com/gpreduce/gpreduce/internal/kernel"
+	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
 
-// Spec is a training job's method and settings. Bounds are in standardized units: inputs
-// and target are scaled to zero mean and unit variance by the training data's moments, so a
-// lengthscale of 1 is one standard deviation of its input column and a noise variance of 0.1
-// is a tenth of the target's variance.
+// Spec is a training job's method, the settings every method shares, and the method's own
+// settings message. Bounds are in standardized units: inputs and target are scaled to zero
+// mean and unit variance by the training data's moments, so a lengthscale of 1 is one
+// standard deviation of its input column and a noise variance of 0.1 is a tenth of the
+// target's variance. A Spec comes from a pb.JobSpec through SpecFromJobSpec.
 type Spec struct {
-	Method string `json:"method" yaml:"method"` // auto, gl, rff, exact, grief, cg or kmcg
-	Kernel string `json:"kernel" yaml:"kernel"` // rbf, matern12, matern32, matern52
-	Seed   uint64 `json:"seed" yaml:"seed"`
+	Method string // auto or a registered method (Methods)
+	Kernel string // rbf, matern12, matern32, matern52
+	Seed   uint64
 
 	// Names of the input columns and the target, recorded in the model (the CLI fills them
 	// from the data).
-	Columns []string `json:"columns,omitempty" yaml:"columns,omitempty"`
-	Target  string   `json:"target,omitempty" yaml:"target,omitempty"`
+	Columns []string
+	Target  string
 
-	LengthscaleBounds    [2]float64 `json:"lengthscale_bounds" yaml:"lengthscale_bounds"`
-	SignalVarianceBounds [2]float64 `json:"signal_variance_bounds" yaml:"signal_variance_bounds"`
-	NoiseVarianceBounds  [2]float64 `json:"noise_variance_bounds" yaml:"noise_variance_bounds"`
-	MaxIter              int        `json:"max_iter" yaml:"max_iter"`
+	LengthscaleBounds    [2]float64
+	SignalVarianceBounds [2]float64
+	NoiseVarianceBounds  [2]float64
+	MaxIter              int
 
-	// Feature methods.
-	Features    int       `json:"features,omitempty" yaml:"features,omitempty"`           // rff: number of real features s (even)
-	NodesPerDim []int     `json:"nodes_per_dim,omitempty" yaml:"nodes_per_dim,omitempty"` // gl: override the automatic node counts
-	GLBox       []float64 `json:"gl_box,omitempty" yaml:"gl_box,omitempty"`               // gl: override the box half-widths U
-	MaxFeatures int       `json:"max_features,omitempty" yaml:"max_features,omitempty"`   // gl, rff: refuse more features than this
 	// PredictMin and PredictMax bound the inputs the model will predict at, per input column
 	// in original units (both or neither; eval sets them from its test rows): gl sizes its
 	// grid so its domain covers them as well as the training inputs.
-	PredictMin []float64 `json:"predict_min,omitempty" yaml:"predict_min,omitempty"`
-	PredictMax []float64 `json:"predict_max,omitempty" yaml:"predict_max,omitempty"`
+	PredictMin []float64
+	PredictMax []float64
 
-	// Exact.
-	ExactMaxRows int `json:"exact_max_rows,omitempty" yaml:"exact_max_rows,omitempty"`
-
-	// GP-GRIEF (digest 001).
-	Inference      string `json:"inference,omitempty" yaml:"inference,omitempty"`           // type2 (default: GRIEF-II, theta and sigma^2 with w = 1), type1 (MALA over w, sigma^2) or type2-weights (maximum likelihood over w, sigma^2)
-	Grid           int    `json:"grid,omitempty" yaml:"grid,omitempty"`                     // inducing points per dimension, m_bar (default DefaultGRIEFGrid)
-	Eigenfunctions int    `json:"eigenfunctions,omitempty" yaml:"eigenfunctions,omitempty"` // p, the number of eigenfunctions (default: GP-GRIEF §4.3, see Spec.GRIEFEigenfunctions)
-	Samples        int    `json:"samples,omitempty" yaml:"samples,omitempty"`               // type1: retained MALA samples (default DefaultGRIEFSamples)
-
-	// Conjugate gradients: cg (BBMM-style training, digest 004) and kmcg (digest 003).
-	Truncation   string  `json:"truncation,omitempty" yaml:"truncation,omitempty"`       // cg: fixed (default; J = cg_iters) or rr (Russian roulette)
-	CGIters      int     `json:"cg_iters,omitempty" yaml:"cg_iters,omitempty"`           // cg fixed: J per solve; kmcg: most search directions P (default DefaultCGIters)
-	RRMin        int     `json:"rr_min,omitempty" yaml:"rr_min,omitempty"`               // cg rr: J_min (default DefaultRRMin)
-	RRRate       float64 `json:"rr_rate,omitempty" yaml:"rr_rate,omitempty"`             // cg rr: lambda of P(J) ~ exp(-lambda J) (default DefaultRRRate)
-	Probes       int     `json:"probes,omitempty" yaml:"probes,omitempty"`               // cg: Hutchinson probes t (default DefaultProbes)
-	PrecondRank  int     `json:"precond_rank,omitempty" yaml:"precond_rank,omitempty"`   // cg: pivoted-Cholesky rank k (default DefaultPrecondRank; -1 for none)
-	LearningRate float64 `json:"learning_rate,omitempty" yaml:"learning_rate,omitempty"` // cg: Adam base rate (default DefaultCGLearningRate)
-	CGTol        float64 `json:"cg_tol,omitempty" yaml:"cg_tol,omitempty"`               // cg: prediction solve tolerance (default 1e-4); kmcg: stop when ||r|| <= tol ||y_M|| (default 0.01)
-	Subset       int     `json:"subset,omitempty" yaml:"subset,omitempty"`               // kmcg: M inducing inputs from the rows (default all)
-	VarianceRank int     `json:"variance_rank,omitempty" yaml:"variance_rank,omitempty"` // cg, kmcg: fixed rank of the Lanczos variance cache (default: adaptive, see VarianceGapTol)
-	KMCGNoise    string  `json:"kmcg_noise,omitempty" yaml:"kmcg_noise,omitempty"`       // kmcg: "start" (default: the sampled exact fit's noise) or "evidence" (refit by eq. 16)
+	// Settings is the method's settings message (the registered Method.Settings type, e.g.
+	// *pb.CGSettings for cg; *pb.AutoSettings for auto). nil means the method's defaults; a
+	// zero field means that setting's default, which the method's file defines.
+	Settings proto.Message
 }
 
-// Defaults used when a Spec leaves a field at its zero value.
+// Defaults every method shares, used when a Spec leaves a field at its zero value. The
+// methods' own defaults are in their files.
 const (
 	DefaultMaxIter      = 100
-	DefaultRFFFeatures  = 512
-	DefaultMaxFeatures  = 8192
-	DefaultExactMaxRows = 5000
-
-	DefaultGRIEFGrid           = 10   // m_bar, as in the paper's experiments
-	DefaultGRIEFEigenfunctions = 1000 // p of type1 and type2-weights, as in the paper's GRIEF-I experiments; type2 takes min(1000, 10^floor(log10 n))
-	DefaultGRIEFSamples        = 180  // (10000 - 1000) / 50: the paper's MALA run
-	MaxGRIEFGrid               = 1024
-
-	DefaultCGIters        = 100  // J of fixed CG and P of KMCG, as in the papers' experiments
-	DefaultRRMin          = 80   // J_min of RR-CG: with lambda 0.05, E[J] ~= 100 (digest 004 §6)
-	DefaultRRRate         = 0.05 // lambda of RR-CG: sd(J) ~= 20
-	DefaultProbes         = 10   // Hutchinson probes (GPyTorch's num_trace_samples)
-	DefaultPrecondRank    = 5    // pivoted-Cholesky rank (digest 004 §1.5)
-	DefaultCGLearningRate = 0.05 // Adam base rate, decayed x0.1 at 50%, 70% and 90% of the steps
-	DefaultCGPredictTol   = 1e-4 // relative residual of the prediction solve (digest 004 §6)
-	DefaultKMCGTol        = 0.01 // KMCG stopping rule ||r|| <= 0.01 ||y_M|| (digest 003 §2.4)
-	DefaultVarianceRank   = 100  // the adaptive variance cache may always grow to this rank (LOVE's rank, digest 004 §6)
-	MaxCGPredictIters     = 1000 // cap on the prediction solve (digest 004 §6)
+	DefaultMaxFeatures  = 8192 // max_features of gl, rff, grief and auto
+	DefaultExactMaxRows = 5000 // exact_max_rows of exact, kmcg and auto
 )
 
 // Default hyperparameter bounds, standardized units (each input and the target scaled to unit
@@ -102,9 +72,10 @@ var (
 )
 
 // DefaultSpec returns the defaults for a method: kernel rbf, DefaultLengthscaleBounds,
-// DefaultSignalVarianceBounds and DefaultNoiseVarianceBounds (standardized units).
+// DefaultSignalVarianceBounds and DefaultNoiseVarianceBounds (standardized units), and a
+// fresh settings message of the method (nil for an unknown method).
 func DefaultSpec(method string) Spec {
-	return Spec{
+	s := Spec{
 		Method:               method,
 		Kernel:               "rbf",
 		LengthscaleBounds:    DefaultLengthscaleBounds,
@@ -112,26 +83,165 @@ func DefaultSpec(method string) Spec {
 		NoiseVarianceBounds:  DefaultNoiseVarianceBounds,
 		MaxIter:              DefaultMaxIter,
 	}
+	if m, ok := NewSettings(method); ok {
+		s.Settings = m
+	}
+	return s
 }
 
-// Validate checks the spec up front and says which field to change. d is the number of
-// input columns; d <= 0 skips the checks that need it.
-func (s *Spec) Validate(d int) error {
-	switch s.Method {
-	case "gl", "rff", "exact", "grief", "cg", "kmcg":
-	case Auto:
-		for _, f := range []struct {
-			name string
-			set  bool
-		}{{"nodes-per-dim", len(s.NodesPerDim) > 0}, {"gl-box", len(s.GLBox) > 0}, {"features", s.Features != 0}} {
-			if f.set {
-				return fmt.Errorf("%s: a setting of a particular method, but the method is auto (chosen from the data); give the method too, e.g. --method gl", f.name)
-			}
+// SpecFromJobSpec is the one conversion from a job's message to a Spec: the common fields
+// (bounds left out take the defaults), the method's settings message (the settings oneof,
+// or, for jobs stored before it, the deprecated flat fields, read into the method's message),
+// then Validate(0). A setting of another method is a SettingError. Errors name the setting
+// in kebab case, as the CLI's flags do ("cg-iters: ...").
+func SpecFromJobSpec(js *pb.JobSpec) (Spec, error) {
+	method := strings.TrimSpace(js.GetMethod())
+	if method == "" {
+		return Spec{}, fmt.Errorf("method: not set; use %s", methodChoices())
+	}
+	msg, ok := NewSettings(method)
+	if !ok {
+		return Spec{}, fmt.Errorf("method: unknown method %q; use %s", method, methodChoices())
+	}
+	s := DefaultSpec(method)
+	s.Seed = js.GetSeed()
+	if k := strings.TrimSpace(js.GetKernel()); k != "" {
+		s.Kernel = k
+	}
+	for _, b := range []struct {
+		name string
+		v    []float64
+		dst  *[2]float64
+	}{
+		{"lengthscale-bounds", js.GetLengthscaleBounds(), &s.LengthscaleBounds},
+		{"signal-variance-bounds", js.GetSignalVarianceBounds(), &s.SignalVarianceBounds},
+		{"noise-variance-bounds", js.GetNoiseVarianceBounds(), &s.NoiseVarianceBounds},
+	} {
+		switch len(b.v) {
+		case 0:
+		case 2:
+			*b.dst = [2]float64{b.v[0], b.v[1]}
+		default:
+			return Spec{}, fmt.Errorf("%s: %d values; give two, the lower and the upper bound (or none for the default %g,%g)", b.name, len(b.v), b.dst[0], b.dst[1])
 		}
+	}
+	if v := js.GetMaxIter(); v != 0 {
+		s.MaxIter = int(v)
+	}
+	if err := settingsOf(js, method, msg); err != nil {
+		return Spec{}, err
+	}
+	s.Settings = msg
+	if err := s.Validate(0); err != nil {
+		return Spec{}, err
+	}
+	return s, nil
+}
+
+// settingsOf fills msg, a fresh settings message of method, from the job's settings oneof
+// and its deprecated flat fields, trimming the strings.
+func settingsOf(js *pb.JobSpec, method string, msg proto.Message) error {
+	jr := js.ProtoReflect()
+	dst := msg.ProtoReflect()
+	oneof := jr.Descriptor().Oneofs().ByName("settings")
+	if fd := jr.WhichOneof(oneof); fd != nil {
+		given := jr.Get(fd).Message()
+		if string(fd.Name()) != method {
+			var err error
+			given.Range(func(f protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
+				if dst.Descriptor().Fields().ByName(f.Name()) != nil {
+					err = fmt.Errorf("%s: given under %s, but the method is %s; put it under %s", kebab(f.Name()), fd.Name(), method, method)
+				} else {
+					err = WrongMethod(string(f.Name()), method)
+				}
+				return false
+			})
+			if err == nil {
+				err = fmt.Errorf("%s: the settings of method %s; drop them for method %s", fd.Name(), fd.Name(), method)
+			}
+			return err
+		}
+		proto.Merge(msg, given.Interface())
+	}
+	var err error
+	jr.Range(func(f protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		if !f.Options().(*descriptorpb.FieldOptions).GetDeprecated() {
+			return true
+		}
+		to := dst.Descriptor().Fields().ByName(f.Name())
+		switch {
+		case to == nil && legacyEveryMethod[f.Name()]:
+			return true
+		case to == nil:
+			err = WrongMethod(string(f.Name()), method)
+			return false
+		case dst.Has(to):
+			err = fmt.Errorf("%s: given twice, as a flat field and under %s; keep the one under %s", kebab(f.Name()), method, method)
+			return false
+		case f.IsList():
+			l := dst.Mutable(to).List()
+			for i := 0; i < v.List().Len(); i++ {
+				l.Append(v.List().Get(i))
+			}
+		default:
+			dst.Set(to, v)
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	fields := dst.Descriptor().Fields()
+	for i := 0; i < fields.Len(); i++ {
+		if f := fields.Get(i); f.Kind() == protoreflect.StringKind && !f.IsList() && dst.Has(f) {
+			dst.Set(f, protoreflect.ValueOfString(strings.TrimSpace(dst.Get(f).String())))
+		}
+	}
+	return nil
+}
+
+// legacyEveryMethod are the deprecated flat fields that clients before the settings oneof
+// sent with every job, whatever its method (the CLI's flag defaults max-features 8192 and
+// exact-max-rows 5000): a stored job of a method without them drops them.
+var legacyEveryMethod = map[protoreflect.Name]bool{"max_features": true, "exact_max_rows": true}
+
+// JobSpec is the message form of s's method and settings (the common fields and the
+// settings oneof; the caller adds the data and the shards). SpecFromJobSpec(s.JobSpec())
+// gives s back, except for Columns, Target, PredictMin and PredictMax, which the message
+// does not carry.
+func (s Spec) JobSpec() *pb.JobSpec {
+	js := &pb.JobSpec{
+		Method:               s.Method,
+		Kernel:               s.Kernel,
+		Seed:                 s.Seed,
+		LengthscaleBounds:    append([]float64(nil), s.LengthscaleBounds[:]...),
+		SignalVarianceBounds: append([]float64(nil), s.SignalVarianceBounds[:]...),
+		NoiseVarianceBounds:  append([]float64(nil), s.NoiseVarianceBounds[:]...),
+		MaxIter:              int32(s.MaxIter),
+	}
+	if s.Settings != nil {
+		jr := js.ProtoReflect()
+		if fd := jr.Descriptor().Fields().ByName(protoreflect.Name(s.Method)); fd != nil && fd.ContainingOneof() != nil &&
+			fd.Message().FullName() == s.Settings.ProtoReflect().Descriptor().FullName() {
+			jr.Set(fd, protoreflect.ValueOfMessage(proto.Clone(s.Settings).ProtoReflect()))
+		}
+	}
+	return js
+}
+
+// Validate checks the spec up front and says which setting to change (errors start with its
+// kebab-case name). d is the number of input columns; d <= 0 skips the checks that need it.
+func (s *Spec) Validate(d int) error {
+	var m Method
+	switch s.Method {
+	case Auto:
 	case "":
-		return fmt.Errorf("method: not set; use auto, gl, rff, exact, grief, cg or kmcg")
+		return fmt.Errorf("method: not set; use %s", methodChoices())
 	default:
-		return fmt.Errorf("method: unknown method %q; use auto, gl, rff, exact, grief, cg or kmcg", s.Method)
+		var ok bool
+		if m, ok = LookupMethod(s.Method); !ok {
+			return fmt.Errorf("method: unknown method %q; use %s", s.Method, methodChoices())
+		}
 	}
 	if _, err := kernel.ParseFamily(s.Kernel); err != nil {
 		return fmt.Errorf("kernel: %w", err)
@@ -151,25 +261,6 @@ func (s *Spec) Validate(d int) error {
 	if s.MaxIter < 0 {
 		return fmt.Errorf("max-iter: %d is negative", s.MaxIter)
 	}
-	if s.Method == "rff" && s.Features != 0 && (s.Features < 2 || s.Features%2 != 0) {
-		return fmt.Errorf("features: rff needs an even number of features >= 2, got %d", s.Features)
-	}
-	if d > 0 && len(s.NodesPerDim) != 0 && len(s.NodesPerDim) != d {
-		return fmt.Errorf("nodes-per-dim: %d values for %d input columns; give one per column", len(s.NodesPerDim), d)
-	}
-	for _, v := range s.NodesPerDim {
-		if v < 1 {
-			return fmt.Errorf("nodes-per-dim: %d must be at least 1", v)
-		}
-	}
-	if d > 0 && len(s.GLBox) != 0 && len(s.GLBox) != d {
-		return fmt.Errorf("gl-box: %d values for %d input columns; give one per column", len(s.GLBox), d)
-	}
-	for _, v := range s.GLBox {
-		if !(v > 0) || math.IsInf(v, 0) {
-			return fmt.Errorf("gl-box: %g must be positive and finite", v)
-		}
-	}
 	if len(s.PredictMin) != len(s.PredictMax) || (d > 0 && len(s.PredictMin) != 0 && len(s.PredictMin) != d) {
 		return fmt.Errorf("predict-range: %d minima and %d maxima for %d input columns; give one of each per column", len(s.PredictMin), len(s.PredictMax), d)
 	}
@@ -178,117 +269,96 @@ func (s *Spec) Validate(d int) error {
 			return fmt.Errorf("predict-range: column %d has %g,%g; give finite LO <= HI", k, s.PredictMin[k], s.PredictMax[k])
 		}
 	}
-	switch s.Inference {
-	case "", "type1", "type2", "type2-weights":
-	default:
-		return fmt.Errorf("inference: unknown inference %q; use type2 (GRIEF-II: maximum marginal likelihood over theta and the noise), type1 (MALA over the weights and the noise) or type2-weights (maximum likelihood over the weights and the noise)", s.Inference)
+	if s.Settings != nil {
+		want, _ := NewSettings(s.Method)
+		if got := s.Settings.ProtoReflect().Descriptor(); got.FullName() != want.ProtoReflect().Descriptor().FullName() {
+			var err error
+			s.Settings.ProtoReflect().Range(func(f protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
+				err = WrongMethod(string(f.Name()), s.Method)
+				return false
+			})
+			if err == nil {
+				err = fmt.Errorf("settings: %s are not the settings of method %s", got.Name(), s.Method)
+			}
+			return err
+		}
+		if err := checkFinite(s.Settings); err != nil {
+			return err
+		}
 	}
-	if s.Inference != "" && s.Method != "grief" {
-		return fmt.Errorf("inference: %q is a grief setting; drop it for method %s", s.Inference, s.Method)
+	if s.Method == Auto {
+		return validateAuto(s)
 	}
-	if s.Grid < 0 || s.Grid > MaxGRIEFGrid {
-		return fmt.Errorf("grid: %d points per dimension; give 1 to %d (or 0 for the default %d)", s.Grid, MaxGRIEFGrid, DefaultGRIEFGrid)
-	}
-	if s.Eigenfunctions < 0 {
-		return fmt.Errorf("eigenfunctions: %d is negative; give a positive number (or 0 for the default %d)", s.Eigenfunctions, DefaultGRIEFEigenfunctions)
-	}
-	if s.Method == "grief" && s.griefP(0) > s.maxFeatures() {
-		return fmt.Errorf("eigenfunctions: %d exceeds max-features %d (A = Phi^T Phi takes p^2 floats per shard); lower it or raise max-features", s.griefP(0), s.maxFeatures())
-	}
-	if s.Samples < 0 {
-		return fmt.Errorf("samples: %d is negative; give a positive number (or 0 for the default %d)", s.Samples, DefaultGRIEFSamples)
-	}
-	if s.Samples > 0 && s.griefInference() != "type1" {
-		return fmt.Errorf("samples: %d is a type1 (MALA) setting; drop it or set inference type1", s.Samples)
-	}
-	if s.Samples > 1e6 {
-		return fmt.Errorf("samples: %d is more than 1e6; the chain would take %d iterations", s.Samples, s.Samples*griefThin)
-	}
-	return s.validateCG()
+	return m.validate(s, d)
 }
 
-// validateCG checks the settings of the conjugate-gradient methods.
-func (s *Spec) validateCG() error {
-	cg, kmcg := s.Method == "cg", s.Method == "kmcg"
-	onlyFor := func(field string, ok bool, methods string) error {
-		if !ok {
-			return fmt.Errorf("%s: a %s setting; drop it for method %s", field, methods, s.Method)
+// checkFinite refuses NaN and infinite floats in a settings message.
+func checkFinite(m proto.Message) error {
+	var err error
+	m.ProtoReflect().Range(func(f protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		if f.Kind() != protoreflect.DoubleKind {
+			return true
 		}
-		return nil
-	}
-	switch s.KMCGNoise {
-	case "", "start", "evidence":
-	default:
-		return fmt.Errorf("kmcg-noise: unknown choice %q; use start (keep the sampled exact fit's noise) or evidence (refit by the KMCG evidence, eq. 16)", s.KMCGNoise)
-	}
-	switch s.Truncation {
-	case "", "fixed", "rr":
-	default:
-		return fmt.Errorf("truncation: unknown truncation %q; use fixed (J = cg-iters) or rr (Russian roulette)", s.Truncation)
-	}
-	checks := []struct {
-		field   string
-		set     bool
-		ok      bool
-		methods string
-	}{
-		{"truncation", s.Truncation != "", cg, "cg"},
-		{"cg-iters", s.CGIters != 0, cg || kmcg, "cg and kmcg"},
-		{"rr-min", s.RRMin != 0, cg && s.Truncation == "rr", "cg --truncation rr"},
-		{"rr-rate", s.RRRate != 0, cg && s.Truncation == "rr", "cg --truncation rr"},
-		{"probes", s.Probes != 0, cg, "cg"},
-		{"precond-rank", s.PrecondRank != 0, cg, "cg"},
-		{"learning-rate", s.LearningRate != 0, cg, "cg"},
-		{"cg-tol", s.CGTol != 0, cg || kmcg, "cg and kmcg"},
-		{"subset", s.Subset != 0, kmcg, "kmcg"},
-		{"variance-rank", s.VarianceRank != 0, cg || kmcg, "cg and kmcg"},
-		{"kmcg-noise", s.KMCGNoise != "", kmcg, "kmcg"},
-	}
-	for _, c := range checks {
-		if c.set {
-			if err := onlyFor(c.field, c.ok, c.methods); err != nil {
-				return err
+		vals := []float64{}
+		if f.IsList() {
+			for i := 0; i < v.List().Len(); i++ {
+				vals = append(vals, v.List().Get(i).Float())
+			}
+		} else {
+			vals = append(vals, v.Float())
+		}
+		for _, x := range vals {
+			if math.IsNaN(x) || math.IsInf(x, 0) {
+				err = fmt.Errorf("%s: %g is not a finite number", kebab(f.Name()), x)
+				return false
 			}
 		}
-	}
-	switch {
-	case s.CGIters < 0:
-		return fmt.Errorf("cg-iters: %d is negative; give a positive number (or 0 for the default %d)", s.CGIters, DefaultCGIters)
-	case s.RRMin < 0:
-		return fmt.Errorf("rr-min: %d is negative; give J_min >= 1 (or 0 for the default %d)", s.RRMin, DefaultRRMin)
-	case s.RRRate < 0 || math.IsNaN(s.RRRate) || math.IsInf(s.RRRate, 0):
-		return fmt.Errorf("rr-rate: %g must be positive and finite (0.05 to 0.1 gives sd(J) of 20 to 10)", s.RRRate)
-	case s.Probes < 0 || s.Probes > 1000:
-		return fmt.Errorf("probes: %d; give 1 to 1000 (or 0 for the default %d)", s.Probes, DefaultProbes)
-	case s.PrecondRank < -1:
-		return fmt.Errorf("precond-rank: %d; give a rank >= 1, -1 for no preconditioner, or 0 for the default %d", s.PrecondRank, DefaultPrecondRank)
-	case s.LearningRate < 0 || math.IsNaN(s.LearningRate) || math.IsInf(s.LearningRate, 0):
-		return fmt.Errorf("learning-rate: %g must be positive and finite", s.LearningRate)
-	case s.CGTol < 0 || s.CGTol >= 1 || math.IsNaN(s.CGTol):
-		return fmt.Errorf("cg-tol: %g must lie in (0, 1)", s.CGTol)
-	case s.Subset < 0:
-		return fmt.Errorf("subset: %d is negative; give the number of inducing rows M (or 0 for all rows)", s.Subset)
-	case s.VarianceRank < 0:
-		return fmt.Errorf("variance-rank: %d is negative; give a positive rank (or 0 for the adaptive rank)", s.VarianceRank)
-	}
-	return nil
+		return true
+	})
+	return err
 }
 
-func (s *Spec) cgIters() int { return orInt(s.CGIters, DefaultCGIters) }
-func (s *Spec) rrMin() int   { return orInt(s.RRMin, DefaultRRMin) }
-func (s *Spec) probes() int  { return orInt(s.Probes, DefaultProbes) }
-func (s *Spec) precondRank() int {
-	switch s.PrecondRank {
-	case 0:
-		return DefaultPrecondRank
-	case -1:
-		return 0
-	}
-	return s.PrecondRank
+// SettingError is a setting given for a method that does not have it. It is the one error
+// for that mistake, whether the setting came as a flag, a job-file key or an API field.
+type SettingError struct {
+	Setting string   // the setting's proto field name, e.g. "cg_iters"
+	Owners  []string // the methods whose settings have it (auto last), e.g. cg and kmcg
+	Method  string   // the job's method
 }
-func (s *Spec) rrRate() float64       { return orFloat(s.RRRate, DefaultRRRate) }
-func (s *Spec) learningRate() float64 { return orFloat(s.LearningRate, DefaultCGLearningRate) }
 
+// Error names the setting in kebab case (as a flag), the methods it belongs to and the
+// job's method: "cg-iters: a setting of cg and kmcg; drop it for method gl".
+func (e *SettingError) Error() string {
+	if len(e.Owners) == 0 {
+		return fmt.Sprintf("%s: not a setting of any method", kebab(protoreflect.Name(e.Setting)))
+	}
+	return fmt.Sprintf("%s: a setting of %s; drop it for method %s", kebab(protoreflect.Name(e.Setting)), andList(e.Owners), e.Method)
+}
+
+// WrongMethod is the error for setting (a settings field name, e.g. "cg_iters") given for
+// method, which does not have it.
+func WrongMethod(setting, method string) error {
+	return &SettingError{Setting: setting, Owners: SettingOwners(setting), Method: method}
+}
+
+// IsSettingError reports whether err is (or wraps) a SettingError.
+func IsSettingError(err error) bool {
+	var se *SettingError
+	return errors.As(err, &se)
+}
+
+// andList joins "a", "a and b", "a, b and c".
+func andList(v []string) string {
+	if len(v) <= 1 {
+		return strings.Join(v, "")
+	}
+	return strings.Join(v[:len(v)-1], ", ") + " and " + v[len(v)-1]
+}
+
+// kebab is a field name as a flag: cg_iters -> cg-iters.
+func kebab(n protoreflect.Name) string { return strings.ReplaceAll(string(n), "_", "-") }
+
+// orInt is v, or def when v is 0.
 func orInt(v, def int) int {
 	if v == 0 {
 		return def
@@ -296,6 +366,7 @@ func orInt(v, def int) int {
 	return v
 }
 
+// orFloat is v, or def when v is 0.
 func orFloat(v, def float64) float64 {
 	if v == 0 {
 		return def
@@ -303,54 +374,35 @@ func orFloat(v, def float64) float64 {
 	return v
 }
 
-func (s *Spec) griefInference() string {
-	if s.Inference == "" {
-		return "type2"
-	}
-	return s.Inference
-}
+func (s *Spec) maxIter() int { return orInt(s.MaxIter, DefaultMaxIter) }
 
-func (s *Spec) griefGrid() int {
-	if s.Grid == 0 {
-		return DefaultGRIEFGrid
-	}
-	return s.Grid
-}
-
-// griefP is the number of eigenfunctions p for n training rows: the spec's, or GP-GRIEF
-// §4.3's choice, p = min(1000, 10^floor(log10 n)) for type2 (GRIEF-II) and p = 1000 for the
-// weight-learning variants. n <= 0 (not yet known) gives the largest p the spec can take.
-func (s *Spec) griefP(n int) int {
-	switch {
-	case s.Eigenfunctions != 0:
-		return s.Eigenfunctions
-	case s.griefInference() != "type2" || n <= 0:
-		return DefaultGRIEFEigenfunctions
-	}
-	p := 1
-	for p*10 <= n && p < DefaultGRIEFEigenfunctions {
-		p *= 10
-	}
-	return p
-}
-
-func (s *Spec) griefSamples() int {
-	if s.Samples == 0 {
-		return DefaultGRIEFSamples
-	}
-	return s.Samples
-}
-
-func (s *Spec) maxIter() int {
-	if s.MaxIter == 0 {
-		return DefaultMaxIter
-	}
-	return s.MaxIter
-}
-
-func (s *Spec) maxFeatures() int {
-	if s.MaxFeatures == 0 {
-		return DefaultMaxFeatures
-	}
-	return s.MaxFeatures
+// nonNegative refuses negative whole-number settings of m, except those named in allow.
+func nonNegative(m proto.Message, allow ...protoreflect.Name) error {
+	var err error
+	m.ProtoReflect().Range(func(f protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		if f.Kind() != protoreflect.Int32Kind && f.Kind() != protoreflect.Int64Kind {
+			return true
+		}
+		for _, a := range allow {
+			if a == f.Name() {
+				return true
+			}
+		}
+		vals := []int64{}
+		if f.IsList() {
+			for i := 0; i < v.List().Len(); i++ {
+				vals = append(vals, v.List().Get(i).Int())
+			}
+		} else {
+			vals = append(vals, v.Int())
+		}
+		for _, x := range vals {
+			if x < 0 {
+				err = fmt.Errorf("%s: %d is negative; give a positive number, or 0 for the default", kebab(f.Name()), x)
+				return false
+			}
+		}
+		return true
+	})
+	return err
 }

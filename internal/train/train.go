@@ -62,30 +62,19 @@ func Run(ctx context.Context, eng engine.Engine, spec Spec, hooks Hooks) (*model
 			return nil, err
 		}
 		method, reason := chooseMethod(spec, p, ext)
-		spec.Method, r.spec.Method = method, method
+		spec.Method, spec.Settings = method, chosenSettings(method, autoSettings(&spec))
+		r.spec.Method, r.spec.Settings = spec.Method, spec.Settings
 		choice = &model.MethodChoice{Requested: Auto, Reason: reason}
 		r.obs(Event{Phase: "method", Message: fmt.Sprintf("auto chose %s: %s", method, reason)})
 	}
 	if err := spec.Validate(p.d); err != nil {
 		return nil, err
 	}
-	var m *model.Model
-	switch spec.Method {
-	case "gl":
-		m, err = r.trainGL(ctx, eng, p)
-	case "rff":
-		m, err = r.trainRFF(ctx, eng, p)
-	case "exact":
-		m, err = r.trainExact(ctx, eng, p)
-	case "grief":
-		m, err = r.trainGRIEF(ctx, eng, p)
-	case "cg":
-		m, err = r.trainCG(ctx, eng, p)
-	case "kmcg":
-		m, err = r.trainKMCG(ctx, eng, p)
-	default:
-		return nil, fmt.Errorf("method: unknown method %q", spec.Method)
+	meth, ok := LookupMethod(spec.Method)
+	if !ok {
+		return nil, fmt.Errorf("method: unknown method %q; use %s", spec.Method, methodChoices())
 	}
+	m, err := meth.train(ctx, r, eng, p)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/gpreduce/gpreduce/internal/model"
 	"github.com/gpreduce/gpreduce/internal/shard"
 	"github.com/gpreduce/gpreduce/internal/solver"
+	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
 
 // f1 and f2 are the synthetic functions of paper 000 §7 (digest 000 §5).
@@ -89,16 +90,17 @@ func TestF1GLReachesExactError(t *testing.T) {
 	spec := DefaultSpec("gl")
 	spec.LengthscaleBounds = [2]float64{0.03, 0.3}
 	spec.NoiseVarianceBounds = [2]float64{0.01, 2}
-	spec.MaxFeatures = 4096
+	set(&spec, "max_features", 4096)
 	gl := trainOn(t, tr, spec, 4, 2)
-	spec.Method = "exact"
+	switchMethod(&spec, "exact")
 	ex := trainOn(t, tr, spec, 4, 2)
-	spec.Method = "rff"
-	spec.Features = gl.NumFeatures() + gl.NumFeatures()%2
+	switchMethod(&spec, "rff")
+	set(&spec, "features", gl.NumFeatures()+gl.NumFeatures()%2)
+	set(&spec, "max_features", 4096)
 	spec.MaxIter = 40
 	rf := trainOn(t, tr, spec, 4, 2)
 	eGL, eEx, eRFF := testMSE(t, gl, te), testMSE(t, ex, te), testMSE(t, rf, te)
-	t.Logf("f1 test MSE: exact %.5f (l=%.4g), gl %.5f (s=%d, l=%.4g), rff %.5f (s=%d)", eEx, ex.Original().Lengthscales[0], eGL, gl.NumFeatures(), gl.Original().Lengthscales[0], eRFF, spec.Features)
+	t.Logf("f1 test MSE: exact %.5f (l=%.4g), gl %.5f (s=%d, l=%.4g), rff %.5f (s=%d)", eEx, ex.Original().Lengthscales[0], eGL, gl.NumFeatures(), gl.Original().Lengthscales[0], eRFF, rffSettings(&spec).GetFeatures())
 	if eGL > eEx*1.02+1e-4 {
 		t.Errorf("gl test MSE %.5f does not reach the exact GP's %.5f", eGL, eEx)
 	}
@@ -126,14 +128,14 @@ func TestF2GLReachesExactError(t *testing.T) {
 	spec := DefaultSpec("gl")
 	spec.LengthscaleBounds = [2]float64{0.05, 1}
 	spec.NoiseVarianceBounds = [2]float64{0.01, 2}
-	spec.GLBox = []float64{20, 20}
-	spec.NodesPerDim = []int{40, 40}
+	set(&spec, "gl_box", []float64{20, 20})
+	set(&spec, "nodes_per_dim", []int{40, 40})
 	spec.MaxIter = 60
 	gl := trainOn(t, tr, spec, 4, 2)
-	spec.Method = "exact"
+	switchMethod(&spec, "exact")
 	ex := trainOn(t, tr, spec, 4, 2)
-	spec.Method = "rff"
-	spec.Features = 1600
+	switchMethod(&spec, "rff")
+	set(&spec, "features", 1600)
 	spec.MaxIter = 20
 	rf := trainOn(t, tr, spec, 4, 2)
 	eGL, eEx, eRFF := testMSE(t, gl, te), testMSE(t, ex, te), testMSE(t, rf, te)
@@ -158,9 +160,9 @@ func TestModelBitwiseIdenticalAcrossWorkers(t *testing.T) {
 		t.Run(method, func(t *testing.T) {
 			spec := DefaultSpec(method)
 			spec.LengthscaleBounds = [2]float64{0.5, 1}
-			spec.NodesPerDim = []int{16, 16} // small s: this test is about bits, not accuracy
+			set(&spec, "nodes_per_dim", []int{16, 16}) // small s: this test is about bits, not accuracy
 			spec.MaxIter = 15
-			spec.Features = 64
+			set(&spec, "features", 64)
 			spec.Seed = 5
 			if method == "exact" {
 				tab = synthTable(400, 2, 31)
@@ -269,10 +271,10 @@ func TestTrainRejectsBadSpecs(t *testing.T) {
 		{"nonpositive bound", tab, func(s *Spec) { s.SignalVarianceBounds = [2]float64{0, 1} }, "signal-variance-bounds"},
 		{"unknown method", tab, func(s *Spec) { s.Method = "svgp" }, "method"},
 		{"unknown kernel", tab, func(s *Spec) { s.Kernel = "periodic" }, "kernel"},
-		{"odd rff features", tab, func(s *Spec) { s.Method = "rff"; s.Features = 7 }, "features"},
-		{"nodes per dim count", tab, func(s *Spec) { s.NodesPerDim = []int{4, 4} }, "nodes-per-dim"},
+		{"odd rff features", tab, func(s *Spec) { s.Method = "rff"; s.Settings = &pb.RFFSettings{Features: 7} }, "features"},
+		{"nodes per dim count", tab, func(s *Spec) { set(s, "nodes_per_dim", []int{4, 4}) }, "nodes-per-dim"},
 		{"d too large for the tensor grid", tab3, func(s *Spec) {}, "rff"},
-		{"exact too large", tab, func(s *Spec) { s.Method = "exact"; s.ExactMaxRows = 10 }, "exact-max-rows"},
+		{"exact too large", tab, func(s *Spec) { s.Method = "exact"; s.Settings = &pb.ExactSettings{ExactMaxRows: 10} }, "exact-max-rows"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

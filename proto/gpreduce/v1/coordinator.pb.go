@@ -79,60 +79,80 @@ func (JobState) EnumDescriptor() ([]byte, []int) {
 	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{0}
 }
 
-// JobSpec is a training job: the method and its settings (bounds in standardized units, as
-// in `coordinator eval`), the data, and the fixed shard count.
+// JobSpec is a training job: the method, the settings every method shares (kernel, seed,
+// bounds in standardized units, as in `coordinator eval`, max_iter), the data, the fixed
+// shard count, and the chosen method's own settings in `settings`.
 type JobSpec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// auto, gl, rff, exact, grief, cg or kmcg (clients default to auto).
-	Method               string      `protobuf:"bytes,1,opt,name=method,proto3" json:"method,omitempty"`
+	Method string `protobuf:"bytes,1,opt,name=method,proto3" json:"method,omitempty"`
+	// rbf, matern12, matern32 or matern52 (default rbf).
 	Kernel               string      `protobuf:"bytes,2,opt,name=kernel,proto3" json:"kernel,omitempty"`
 	Seed                 uint64      `protobuf:"varint,3,opt,name=seed,proto3" json:"seed,omitempty"`
 	LengthscaleBounds    []float64   `protobuf:"fixed64,4,rep,packed,name=lengthscale_bounds,json=lengthscaleBounds,proto3" json:"lengthscale_bounds,omitempty"`
 	SignalVarianceBounds []float64   `protobuf:"fixed64,5,rep,packed,name=signal_variance_bounds,json=signalVarianceBounds,proto3" json:"signal_variance_bounds,omitempty"`
 	NoiseVarianceBounds  []float64   `protobuf:"fixed64,6,rep,packed,name=noise_variance_bounds,json=noiseVarianceBounds,proto3" json:"noise_variance_bounds,omitempty"`
 	MaxIter              int32       `protobuf:"varint,7,opt,name=max_iter,json=maxIter,proto3" json:"max_iter,omitempty"`
-	Features             int32       `protobuf:"varint,8,opt,name=features,proto3" json:"features,omitempty"`
-	NodesPerDim          []int32     `protobuf:"varint,9,rep,packed,name=nodes_per_dim,json=nodesPerDim,proto3" json:"nodes_per_dim,omitempty"`
-	GlBox                []float64   `protobuf:"fixed64,10,rep,packed,name=gl_box,json=glBox,proto3" json:"gl_box,omitempty"`
-	MaxFeatures          int32       `protobuf:"varint,11,opt,name=max_features,json=maxFeatures,proto3" json:"max_features,omitempty"`
-	ExactMaxRows         int32       `protobuf:"varint,12,opt,name=exact_max_rows,json=exactMaxRows,proto3" json:"exact_max_rows,omitempty"`
 	Data                 *DataSource `protobuf:"bytes,13,opt,name=data,proto3" json:"data,omitempty"`
 	Shards               int32       `protobuf:"varint,14,opt,name=shards,proto3" json:"shards,omitempty"`
 	// Seconds a round may wait for a shard with no live worker before the job fails (0: 300).
 	ShardTimeoutSeconds int32 `protobuf:"varint,15,opt,name=shard_timeout_seconds,json=shardTimeoutSeconds,proto3" json:"shard_timeout_seconds,omitempty"`
-	// GP-GRIEF settings: inference "type1" (MCMC over weights and noise) or "type2"; grid is
-	// m_bar, the points per grid dimension; eigenfunctions is p; samples is the number of MCMC
-	// samples.
-	Inference      string `protobuf:"bytes,16,opt,name=inference,proto3" json:"inference,omitempty"`
-	Grid           int32  `protobuf:"varint,17,opt,name=grid,proto3" json:"grid,omitempty"`
-	Eigenfunctions int32  `protobuf:"varint,18,opt,name=eigenfunctions,proto3" json:"eigenfunctions,omitempty"`
-	Samples        int32  `protobuf:"varint,19,opt,name=samples,proto3" json:"samples,omitempty"`
-	// Conjugate-gradient settings of methods cg (BBMM-style exact GP) and kmcg; 0 or "" means
-	// the default. truncation: "fixed" (J = cg_iters CG iterations per solve) or "rr" (Russian
-	// roulette, unbiased), cg only.
+	// The method's settings; its case must be the method's (auto for method auto). Unset
+	// means the method's defaults; a zero field means that setting's default.
+	//
+	// Types that are valid to be assigned to Settings:
+	//
+	//	*JobSpec_Gl
+	//	*JobSpec_Rff
+	//	*JobSpec_Exact
+	//	*JobSpec_Grief
+	//	*JobSpec_Cg
+	//	*JobSpec_Kmcg
+	//	*JobSpec_Auto
+	Settings isJobSpec_Settings `protobuf_oneof:"settings"`
+	// Deprecated: the flat settings of the layout before `settings`. Jobs stored in a
+	// cluster's raft state before the change carry them; the coordinator reads them once
+	// into the method's message (train.SpecFromJobSpec) and never writes them.
+	//
+	// Deprecated: Marked as deprecated in gpreduce/v1/coordinator.proto.
+	Features int32 `protobuf:"varint,8,opt,name=features,proto3" json:"features,omitempty"`
+	// Deprecated: Marked as deprecated in gpreduce/v1/coordinator.proto.
+	NodesPerDim []int32 `protobuf:"varint,9,rep,packed,name=nodes_per_dim,json=nodesPerDim,proto3" json:"nodes_per_dim,omitempty"`
+	// Deprecated: Marked as deprecated in gpreduce/v1/coordinator.proto.
+	GlBox []float64 `protobuf:"fixed64,10,rep,packed,name=gl_box,json=glBox,proto3" json:"gl_box,omitempty"`
+	// Deprecated: Marked as deprecated in gpreduce/v1/coordinator.proto.
+	MaxFeatures int32 `protobuf:"varint,11,opt,name=max_features,json=maxFeatures,proto3" json:"max_features,omitempty"`
+	// Deprecated: Marked as deprecated in gpreduce/v1/coordinator.proto.
+	ExactMaxRows int32 `protobuf:"varint,12,opt,name=exact_max_rows,json=exactMaxRows,proto3" json:"exact_max_rows,omitempty"`
+	// Deprecated: Marked as deprecated in gpreduce/v1/coordinator.proto.
+	Inference string `protobuf:"bytes,16,opt,name=inference,proto3" json:"inference,omitempty"`
+	// Deprecated: Marked as deprecated in gpreduce/v1/coordinator.proto.
+	Grid int32 `protobuf:"varint,17,opt,name=grid,proto3" json:"grid,omitempty"`
+	// Deprecated: Marked as deprecated in gpreduce/v1/coordinator.proto.
+	Eigenfunctions int32 `protobuf:"varint,18,opt,name=eigenfunctions,proto3" json:"eigenfunctions,omitempty"`
+	// Deprecated: Marked as deprecated in gpreduce/v1/coordinator.proto.
+	Samples int32 `protobuf:"varint,19,opt,name=samples,proto3" json:"samples,omitempty"`
+	// Deprecated: Marked as deprecated in gpreduce/v1/coordinator.proto.
 	Truncation string `protobuf:"bytes,20,opt,name=truncation,proto3" json:"truncation,omitempty"`
-	// cg fixed: J, the CG iterations per solve; kmcg: P, the most search directions (default 100).
+	// Deprecated: Marked as deprecated in gpreduce/v1/coordinator.proto.
 	CgIters int32 `protobuf:"varint,21,opt,name=cg_iters,json=cgIters,proto3" json:"cg_iters,omitempty"`
-	// cg rr: J_min, the iterations always run (default 80).
+	// Deprecated: Marked as deprecated in gpreduce/v1/coordinator.proto.
 	RrMin int32 `protobuf:"varint,22,opt,name=rr_min,json=rrMin,proto3" json:"rr_min,omitempty"`
-	// cg rr: lambda of the truncation distribution P(J) ~ exp(-lambda J) (default 0.05).
+	// Deprecated: Marked as deprecated in gpreduce/v1/coordinator.proto.
 	RrRate float64 `protobuf:"fixed64,23,opt,name=rr_rate,json=rrRate,proto3" json:"rr_rate,omitempty"`
-	// cg: Hutchinson probe vectors t for the log-determinant gradient (default 10).
+	// Deprecated: Marked as deprecated in gpreduce/v1/coordinator.proto.
 	Probes int32 `protobuf:"varint,24,opt,name=probes,proto3" json:"probes,omitempty"`
-	// cg: rank k of the pivoted-Cholesky preconditioner (default 5; -1: no preconditioner).
+	// Deprecated: Marked as deprecated in gpreduce/v1/coordinator.proto.
 	PrecondRank int32 `protobuf:"varint,25,opt,name=precond_rank,json=precondRank,proto3" json:"precond_rank,omitempty"`
-	// cg: Adam base learning rate (default 0.05).
+	// Deprecated: Marked as deprecated in gpreduce/v1/coordinator.proto.
 	LearningRate float64 `protobuf:"fixed64,26,opt,name=learning_rate,json=learningRate,proto3" json:"learning_rate,omitempty"`
-	// cg: relative residual of the prediction solve (default 1e-4); kmcg: stop CG when
-	// ||r|| <= cg_tol ||y_M|| (default 0.01).
+	// Deprecated: Marked as deprecated in gpreduce/v1/coordinator.proto.
 	CgTol float64 `protobuf:"fixed64,27,opt,name=cg_tol,json=cgTol,proto3" json:"cg_tol,omitempty"`
-	// kmcg: M, the number of inducing inputs taken from the rows (default all rows).
+	// Deprecated: Marked as deprecated in gpreduce/v1/coordinator.proto.
 	Subset int32 `protobuf:"varint,28,opt,name=subset,proto3" json:"subset,omitempty"`
-	// cg, kmcg: fixed rank of the Lanczos predictive-variance cache (default 0: adaptive, grown
-	// until the variances converge).
+	// Deprecated: Marked as deprecated in gpreduce/v1/coordinator.proto.
 	VarianceRank int32 `protobuf:"varint,29,opt,name=variance_rank,json=varianceRank,proto3" json:"variance_rank,omitempty"`
-	// kmcg: the noise variance, "start" (the sampled exact fit's; default) or "evidence"
-	// (refitted by the KMCG evidence, eq. 16).
+	// Deprecated: Marked as deprecated in gpreduce/v1/coordinator.proto.
 	KmcgNoise     string `protobuf:"bytes,30,opt,name=kmcg_noise,json=kmcgNoise,proto3" json:"kmcg_noise,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -217,41 +237,6 @@ func (x *JobSpec) GetMaxIter() int32 {
 	return 0
 }
 
-func (x *JobSpec) GetFeatures() int32 {
-	if x != nil {
-		return x.Features
-	}
-	return 0
-}
-
-func (x *JobSpec) GetNodesPerDim() []int32 {
-	if x != nil {
-		return x.NodesPerDim
-	}
-	return nil
-}
-
-func (x *JobSpec) GetGlBox() []float64 {
-	if x != nil {
-		return x.GlBox
-	}
-	return nil
-}
-
-func (x *JobSpec) GetMaxFeatures() int32 {
-	if x != nil {
-		return x.MaxFeatures
-	}
-	return 0
-}
-
-func (x *JobSpec) GetExactMaxRows() int32 {
-	if x != nil {
-		return x.ExactMaxRows
-	}
-	return 0
-}
-
 func (x *JobSpec) GetData() *DataSource {
 	if x != nil {
 		return x.Data
@@ -273,6 +258,117 @@ func (x *JobSpec) GetShardTimeoutSeconds() int32 {
 	return 0
 }
 
+func (x *JobSpec) GetSettings() isJobSpec_Settings {
+	if x != nil {
+		return x.Settings
+	}
+	return nil
+}
+
+func (x *JobSpec) GetGl() *GLSettings {
+	if x != nil {
+		if x, ok := x.Settings.(*JobSpec_Gl); ok {
+			return x.Gl
+		}
+	}
+	return nil
+}
+
+func (x *JobSpec) GetRff() *RFFSettings {
+	if x != nil {
+		if x, ok := x.Settings.(*JobSpec_Rff); ok {
+			return x.Rff
+		}
+	}
+	return nil
+}
+
+func (x *JobSpec) GetExact() *ExactSettings {
+	if x != nil {
+		if x, ok := x.Settings.(*JobSpec_Exact); ok {
+			return x.Exact
+		}
+	}
+	return nil
+}
+
+func (x *JobSpec) GetGrief() *GRIEFSettings {
+	if x != nil {
+		if x, ok := x.Settings.(*JobSpec_Grief); ok {
+			return x.Grief
+		}
+	}
+	return nil
+}
+
+func (x *JobSpec) GetCg() *CGSettings {
+	if x != nil {
+		if x, ok := x.Settings.(*JobSpec_Cg); ok {
+			return x.Cg
+		}
+	}
+	return nil
+}
+
+func (x *JobSpec) GetKmcg() *KMCGSettings {
+	if x != nil {
+		if x, ok := x.Settings.(*JobSpec_Kmcg); ok {
+			return x.Kmcg
+		}
+	}
+	return nil
+}
+
+func (x *JobSpec) GetAuto() *AutoSettings {
+	if x != nil {
+		if x, ok := x.Settings.(*JobSpec_Auto); ok {
+			return x.Auto
+		}
+	}
+	return nil
+}
+
+// Deprecated: Marked as deprecated in gpreduce/v1/coordinator.proto.
+func (x *JobSpec) GetFeatures() int32 {
+	if x != nil {
+		return x.Features
+	}
+	return 0
+}
+
+// Deprecated: Marked as deprecated in gpreduce/v1/coordinator.proto.
+func (x *JobSpec) GetNodesPerDim() []int32 {
+	if x != nil {
+		return x.NodesPerDim
+	}
+	return nil
+}
+
+// Deprecated: Marked as deprecated in gpreduce/v1/coordinator.proto.
+func (x *JobSpec) GetGlBox() []float64 {
+	if x != nil {
+		return x.GlBox
+	}
+	return nil
+}
+
+// Deprecated: Marked as deprecated in gpreduce/v1/coordinator.proto.
+func (x *JobSpec) GetMaxFeatures() int32 {
+	if x != nil {
+		return x.MaxFeatures
+	}
+	return 0
+}
+
+// Deprecated: Marked as deprecated in gpreduce/v1/coordinator.proto.
+func (x *JobSpec) GetExactMaxRows() int32 {
+	if x != nil {
+		return x.ExactMaxRows
+	}
+	return 0
+}
+
+// Deprecated: Marked as deprecated in gpreduce/v1/coordinator.proto.
 func (x *JobSpec) GetInference() string {
 	if x != nil {
 		return x.Inference
@@ -280,6 +376,7 @@ func (x *JobSpec) GetInference() string {
 	return ""
 }
 
+// Deprecated: Marked as deprecated in gpreduce/v1/coordinator.proto.
 func (x *JobSpec) GetGrid() int32 {
 	if x != nil {
 		return x.Grid
@@ -287,6 +384,7 @@ func (x *JobSpec) GetGrid() int32 {
 	return 0
 }
 
+// Deprecated: Marked as deprecated in gpreduce/v1/coordinator.proto.
 func (x *JobSpec) GetEigenfunctions() int32 {
 	if x != nil {
 		return x.Eigenfunctions
@@ -294,6 +392,7 @@ func (x *JobSpec) GetEigenfunctions() int32 {
 	return 0
 }
 
+// Deprecated: Marked as deprecated in gpreduce/v1/coordinator.proto.
 func (x *JobSpec) GetSamples() int32 {
 	if x != nil {
 		return x.Samples
@@ -301,6 +400,7 @@ func (x *JobSpec) GetSamples() int32 {
 	return 0
 }
 
+// Deprecated: Marked as deprecated in gpreduce/v1/coordinator.proto.
 func (x *JobSpec) GetTruncation() string {
 	if x != nil {
 		return x.Truncation
@@ -308,6 +408,7 @@ func (x *JobSpec) GetTruncation() string {
 	return ""
 }
 
+// Deprecated: Marked as deprecated in gpreduce/v1/coordinator.proto.
 func (x *JobSpec) GetCgIters() int32 {
 	if x != nil {
 		return x.CgIters
@@ -315,6 +416,7 @@ func (x *JobSpec) GetCgIters() int32 {
 	return 0
 }
 
+// Deprecated: Marked as deprecated in gpreduce/v1/coordinator.proto.
 func (x *JobSpec) GetRrMin() int32 {
 	if x != nil {
 		return x.RrMin
@@ -322,6 +424,7 @@ func (x *JobSpec) GetRrMin() int32 {
 	return 0
 }
 
+// Deprecated: Marked as deprecated in gpreduce/v1/coordinator.proto.
 func (x *JobSpec) GetRrRate() float64 {
 	if x != nil {
 		return x.RrRate
@@ -329,6 +432,7 @@ func (x *JobSpec) GetRrRate() float64 {
 	return 0
 }
 
+// Deprecated: Marked as deprecated in gpreduce/v1/coordinator.proto.
 func (x *JobSpec) GetProbes() int32 {
 	if x != nil {
 		return x.Probes
@@ -336,6 +440,7 @@ func (x *JobSpec) GetProbes() int32 {
 	return 0
 }
 
+// Deprecated: Marked as deprecated in gpreduce/v1/coordinator.proto.
 func (x *JobSpec) GetPrecondRank() int32 {
 	if x != nil {
 		return x.PrecondRank
@@ -343,6 +448,7 @@ func (x *JobSpec) GetPrecondRank() int32 {
 	return 0
 }
 
+// Deprecated: Marked as deprecated in gpreduce/v1/coordinator.proto.
 func (x *JobSpec) GetLearningRate() float64 {
 	if x != nil {
 		return x.LearningRate
@@ -350,6 +456,7 @@ func (x *JobSpec) GetLearningRate() float64 {
 	return 0
 }
 
+// Deprecated: Marked as deprecated in gpreduce/v1/coordinator.proto.
 func (x *JobSpec) GetCgTol() float64 {
 	if x != nil {
 		return x.CgTol
@@ -357,6 +464,7 @@ func (x *JobSpec) GetCgTol() float64 {
 	return 0
 }
 
+// Deprecated: Marked as deprecated in gpreduce/v1/coordinator.proto.
 func (x *JobSpec) GetSubset() int32 {
 	if x != nil {
 		return x.Subset
@@ -364,6 +472,7 @@ func (x *JobSpec) GetSubset() int32 {
 	return 0
 }
 
+// Deprecated: Marked as deprecated in gpreduce/v1/coordinator.proto.
 func (x *JobSpec) GetVarianceRank() int32 {
 	if x != nil {
 		return x.VarianceRank
@@ -371,11 +480,578 @@ func (x *JobSpec) GetVarianceRank() int32 {
 	return 0
 }
 
+// Deprecated: Marked as deprecated in gpreduce/v1/coordinator.proto.
 func (x *JobSpec) GetKmcgNoise() string {
 	if x != nil {
 		return x.KmcgNoise
 	}
 	return ""
+}
+
+type isJobSpec_Settings interface {
+	isJobSpec_Settings()
+}
+
+type JobSpec_Gl struct {
+	Gl *GLSettings `protobuf:"bytes,31,opt,name=gl,proto3,oneof"`
+}
+
+type JobSpec_Rff struct {
+	Rff *RFFSettings `protobuf:"bytes,32,opt,name=rff,proto3,oneof"`
+}
+
+type JobSpec_Exact struct {
+	Exact *ExactSettings `protobuf:"bytes,33,opt,name=exact,proto3,oneof"`
+}
+
+type JobSpec_Grief struct {
+	Grief *GRIEFSettings `protobuf:"bytes,34,opt,name=grief,proto3,oneof"`
+}
+
+type JobSpec_Cg struct {
+	Cg *CGSettings `protobuf:"bytes,35,opt,name=cg,proto3,oneof"`
+}
+
+type JobSpec_Kmcg struct {
+	Kmcg *KMCGSettings `protobuf:"bytes,36,opt,name=kmcg,proto3,oneof"`
+}
+
+type JobSpec_Auto struct {
+	Auto *AutoSettings `protobuf:"bytes,37,opt,name=auto,proto3,oneof"`
+}
+
+func (*JobSpec_Gl) isJobSpec_Settings() {}
+
+func (*JobSpec_Rff) isJobSpec_Settings() {}
+
+func (*JobSpec_Exact) isJobSpec_Settings() {}
+
+func (*JobSpec_Grief) isJobSpec_Settings() {}
+
+func (*JobSpec_Cg) isJobSpec_Settings() {}
+
+func (*JobSpec_Kmcg) isJobSpec_Settings() {}
+
+func (*JobSpec_Auto) isJobSpec_Settings() {}
+
+// GLSettings are the settings of gl (Gauss-Legendre features).
+type GLSettings struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// quadrature nodes per input column, comma-separated (default: automatic)
+	NodesPerDim []int32 `protobuf:"varint,1,rep,packed,name=nodes_per_dim,json=nodesPerDim,proto3" json:"nodes_per_dim,omitempty"`
+	// frequency box half-widths U per input column, comma-separated (default: automatic)
+	GlBox []float64 `protobuf:"fixed64,2,rep,packed,name=gl_box,json=glBox,proto3" json:"gl_box,omitempty"`
+	// refuse more features than this (default 8192)
+	MaxFeatures   int32 `protobuf:"varint,3,opt,name=max_features,json=maxFeatures,proto3" json:"max_features,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GLSettings) Reset() {
+	*x = GLSettings{}
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GLSettings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GLSettings) ProtoMessage() {}
+
+func (x *GLSettings) ProtoReflect() protoreflect.Message {
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GLSettings.ProtoReflect.Descriptor instead.
+func (*GLSettings) Descriptor() ([]byte, []int) {
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *GLSettings) GetNodesPerDim() []int32 {
+	if x != nil {
+		return x.NodesPerDim
+	}
+	return nil
+}
+
+func (x *GLSettings) GetGlBox() []float64 {
+	if x != nil {
+		return x.GlBox
+	}
+	return nil
+}
+
+func (x *GLSettings) GetMaxFeatures() int32 {
+	if x != nil {
+		return x.MaxFeatures
+	}
+	return 0
+}
+
+// RFFSettings are the settings of rff (random Fourier features).
+type RFFSettings struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// number of features, even (default 512)
+	Features int32 `protobuf:"varint,1,opt,name=features,proto3" json:"features,omitempty"`
+	// refuse more features than this (default 8192)
+	MaxFeatures   int32 `protobuf:"varint,2,opt,name=max_features,json=maxFeatures,proto3" json:"max_features,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RFFSettings) Reset() {
+	*x = RFFSettings{}
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RFFSettings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RFFSettings) ProtoMessage() {}
+
+func (x *RFFSettings) ProtoReflect() protoreflect.Message {
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RFFSettings.ProtoReflect.Descriptor instead.
+func (*RFFSettings) Descriptor() ([]byte, []int) {
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *RFFSettings) GetFeatures() int32 {
+	if x != nil {
+		return x.Features
+	}
+	return 0
+}
+
+func (x *RFFSettings) GetMaxFeatures() int32 {
+	if x != nil {
+		return x.MaxFeatures
+	}
+	return 0
+}
+
+// ExactSettings are the settings of exact (the Cholesky GP).
+type ExactSettings struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// refuse more training rows than this (default 5000)
+	ExactMaxRows  int32 `protobuf:"varint,1,opt,name=exact_max_rows,json=exactMaxRows,proto3" json:"exact_max_rows,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExactSettings) Reset() {
+	*x = ExactSettings{}
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExactSettings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExactSettings) ProtoMessage() {}
+
+func (x *ExactSettings) ProtoReflect() protoreflect.Message {
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExactSettings.ProtoReflect.Descriptor instead.
+func (*ExactSettings) Descriptor() ([]byte, []int) {
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ExactSettings) GetExactMaxRows() int32 {
+	if x != nil {
+		return x.ExactMaxRows
+	}
+	return 0
+}
+
+// GRIEFSettings are the settings of grief (GP-GRIEF).
+type GRIEFSettings struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// type2 (GRIEF-II: theta and noise by maximum marginal likelihood with w = 1; default),
+	// type1 (MALA over the weights and noise) or type2-weights (maximum likelihood over the
+	// weights and noise; log likelihood not comparable)
+	Inference string `protobuf:"bytes,1,opt,name=inference,proto3" json:"inference,omitempty"`
+	// inducing grid points per input column, m_bar (default 10)
+	Grid int32 `protobuf:"varint,2,opt,name=grid,proto3" json:"grid,omitempty"`
+	// number of eigenfunctions p (default type2: min(1000, 10^floor(log10 n)); type1,
+	// type2-weights: 1000; at most the grid size)
+	Eigenfunctions int32 `protobuf:"varint,3,opt,name=eigenfunctions,proto3" json:"eigenfunctions,omitempty"`
+	// type1: retained MALA samples (default 180: 10000 iterations, burn-in 1000, thinning 50)
+	Samples int32 `protobuf:"varint,4,opt,name=samples,proto3" json:"samples,omitempty"`
+	// refuse more features than this (default 8192)
+	MaxFeatures   int32 `protobuf:"varint,5,opt,name=max_features,json=maxFeatures,proto3" json:"max_features,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GRIEFSettings) Reset() {
+	*x = GRIEFSettings{}
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GRIEFSettings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GRIEFSettings) ProtoMessage() {}
+
+func (x *GRIEFSettings) ProtoReflect() protoreflect.Message {
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GRIEFSettings.ProtoReflect.Descriptor instead.
+func (*GRIEFSettings) Descriptor() ([]byte, []int) {
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *GRIEFSettings) GetInference() string {
+	if x != nil {
+		return x.Inference
+	}
+	return ""
+}
+
+func (x *GRIEFSettings) GetGrid() int32 {
+	if x != nil {
+		return x.Grid
+	}
+	return 0
+}
+
+func (x *GRIEFSettings) GetEigenfunctions() int32 {
+	if x != nil {
+		return x.Eigenfunctions
+	}
+	return 0
+}
+
+func (x *GRIEFSettings) GetSamples() int32 {
+	if x != nil {
+		return x.Samples
+	}
+	return 0
+}
+
+func (x *GRIEFSettings) GetMaxFeatures() int32 {
+	if x != nil {
+		return x.MaxFeatures
+	}
+	return 0
+}
+
+// CGSettings are the settings of cg (the exact GP by distributed conjugate gradients).
+type CGSettings struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// truncation of each CG solve, fixed (J = --cg-iters iterations; default) or rr (Russian
+	// roulette: random J, unbiased)
+	Truncation string `protobuf:"bytes,1,opt,name=truncation,proto3" json:"truncation,omitempty"`
+	// fixed truncation: CG iterations J per solve (default 100)
+	CgIters int32 `protobuf:"varint,2,opt,name=cg_iters,json=cgIters,proto3" json:"cg_iters,omitempty"`
+	// --truncation rr: iterations J_min every solve runs (default 80)
+	RrMin int32 `protobuf:"varint,3,opt,name=rr_min,json=rrMin,proto3" json:"rr_min,omitempty"`
+	// --truncation rr: rate lambda of P(J) ~ exp(-lambda J) beyond J_min (default 0.05)
+	RrRate float64 `protobuf:"fixed64,4,opt,name=rr_rate,json=rrRate,proto3" json:"rr_rate,omitempty"`
+	// Hutchinson probe vectors t for the log-determinant terms (default 10)
+	Probes int32 `protobuf:"varint,5,opt,name=probes,proto3" json:"probes,omitempty"`
+	// rank k of the pivoted-Cholesky preconditioner, -1 for none (default 5)
+	PrecondRank int32 `protobuf:"varint,6,opt,name=precond_rank,json=precondRank,proto3" json:"precond_rank,omitempty"`
+	// Adam base learning rate, decayed x0.1 at 50%, 70% and 90% of the steps (default 0.05)
+	LearningRate float64 `protobuf:"fixed64,7,opt,name=learning_rate,json=learningRate,proto3" json:"learning_rate,omitempty"`
+	// relative residual of the prediction solve (default 0.0001)
+	CgTol float64 `protobuf:"fixed64,8,opt,name=cg_tol,json=cgTol,proto3" json:"cg_tol,omitempty"`
+	// fixed rank of the Lanczos predictive-variance cache (default: grown until the variances
+	// are within about 3% of the exact ones)
+	VarianceRank  int32 `protobuf:"varint,9,opt,name=variance_rank,json=varianceRank,proto3" json:"variance_rank,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CGSettings) Reset() {
+	*x = CGSettings{}
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CGSettings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CGSettings) ProtoMessage() {}
+
+func (x *CGSettings) ProtoReflect() protoreflect.Message {
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CGSettings.ProtoReflect.Descriptor instead.
+func (*CGSettings) Descriptor() ([]byte, []int) {
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *CGSettings) GetTruncation() string {
+	if x != nil {
+		return x.Truncation
+	}
+	return ""
+}
+
+func (x *CGSettings) GetCgIters() int32 {
+	if x != nil {
+		return x.CgIters
+	}
+	return 0
+}
+
+func (x *CGSettings) GetRrMin() int32 {
+	if x != nil {
+		return x.RrMin
+	}
+	return 0
+}
+
+func (x *CGSettings) GetRrRate() float64 {
+	if x != nil {
+		return x.RrRate
+	}
+	return 0
+}
+
+func (x *CGSettings) GetProbes() int32 {
+	if x != nil {
+		return x.Probes
+	}
+	return 0
+}
+
+func (x *CGSettings) GetPrecondRank() int32 {
+	if x != nil {
+		return x.PrecondRank
+	}
+	return 0
+}
+
+func (x *CGSettings) GetLearningRate() float64 {
+	if x != nil {
+		return x.LearningRate
+	}
+	return 0
+}
+
+func (x *CGSettings) GetCgTol() float64 {
+	if x != nil {
+		return x.CgTol
+	}
+	return 0
+}
+
+func (x *CGSettings) GetVarianceRank() int32 {
+	if x != nil {
+		return x.VarianceRank
+	}
+	return 0
+}
+
+// KMCGSettings are the settings of kmcg (kernel machines by conjugate gradients).
+type KMCGSettings struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// most search directions P (default 100)
+	CgIters int32 `protobuf:"varint,1,opt,name=cg_iters,json=cgIters,proto3" json:"cg_iters,omitempty"`
+	// stop CG when ||r|| <= tol ||y_M|| (default 0.01)
+	CgTol float64 `protobuf:"fixed64,2,opt,name=cg_tol,json=cgTol,proto3" json:"cg_tol,omitempty"`
+	// number M of inducing inputs taken from the training rows (default: all rows)
+	Subset int32 `protobuf:"varint,3,opt,name=subset,proto3" json:"subset,omitempty"`
+	// fixed rank of the Lanczos predictive-variance cache (default: grown until the variances
+	// are within about 3% of the exact ones)
+	VarianceRank int32 `protobuf:"varint,4,opt,name=variance_rank,json=varianceRank,proto3" json:"variance_rank,omitempty"`
+	// noise variance, start (the sampled exact fit's; default) or evidence (refitted by the
+	// KMCG evidence, eq. 16, which is biased)
+	KmcgNoise string `protobuf:"bytes,5,opt,name=kmcg_noise,json=kmcgNoise,proto3" json:"kmcg_noise,omitempty"`
+	// report the exact log likelihood up to this many rows, above it an SLQ estimate (default
+	// 5000)
+	ExactMaxRows  int32 `protobuf:"varint,6,opt,name=exact_max_rows,json=exactMaxRows,proto3" json:"exact_max_rows,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KMCGSettings) Reset() {
+	*x = KMCGSettings{}
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KMCGSettings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KMCGSettings) ProtoMessage() {}
+
+func (x *KMCGSettings) ProtoReflect() protoreflect.Message {
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KMCGSettings.ProtoReflect.Descriptor instead.
+func (*KMCGSettings) Descriptor() ([]byte, []int) {
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *KMCGSettings) GetCgIters() int32 {
+	if x != nil {
+		return x.CgIters
+	}
+	return 0
+}
+
+func (x *KMCGSettings) GetCgTol() float64 {
+	if x != nil {
+		return x.CgTol
+	}
+	return 0
+}
+
+func (x *KMCGSettings) GetSubset() int32 {
+	if x != nil {
+		return x.Subset
+	}
+	return 0
+}
+
+func (x *KMCGSettings) GetVarianceRank() int32 {
+	if x != nil {
+		return x.VarianceRank
+	}
+	return 0
+}
+
+func (x *KMCGSettings) GetKmcgNoise() string {
+	if x != nil {
+		return x.KmcgNoise
+	}
+	return ""
+}
+
+func (x *KMCGSettings) GetExactMaxRows() int32 {
+	if x != nil {
+		return x.ExactMaxRows
+	}
+	return 0
+}
+
+// AutoSettings are the budgets of the automatic method choice (method auto); the chosen
+// method takes those it has.
+type AutoSettings struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// choose exact up to this many training rows (default 5000)
+	ExactMaxRows int32 `protobuf:"varint,1,opt,name=exact_max_rows,json=exactMaxRows,proto3" json:"exact_max_rows,omitempty"`
+	// choose gl only when its grid fits this many features (default 8192)
+	MaxFeatures   int32 `protobuf:"varint,2,opt,name=max_features,json=maxFeatures,proto3" json:"max_features,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AutoSettings) Reset() {
+	*x = AutoSettings{}
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AutoSettings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AutoSettings) ProtoMessage() {}
+
+func (x *AutoSettings) ProtoReflect() protoreflect.Message {
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AutoSettings.ProtoReflect.Descriptor instead.
+func (*AutoSettings) Descriptor() ([]byte, []int) {
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *AutoSettings) GetExactMaxRows() int32 {
+	if x != nil {
+		return x.ExactMaxRows
+	}
+	return 0
+}
+
+func (x *AutoSettings) GetMaxFeatures() int32 {
+	if x != nil {
+		return x.MaxFeatures
+	}
+	return 0
 }
 
 type Hyperparameters struct {
@@ -389,7 +1065,7 @@ type Hyperparameters struct {
 
 func (x *Hyperparameters) Reset() {
 	*x = Hyperparameters{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[1]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -401,7 +1077,7 @@ func (x *Hyperparameters) String() string {
 func (*Hyperparameters) ProtoMessage() {}
 
 func (x *Hyperparameters) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[1]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -414,7 +1090,7 @@ func (x *Hyperparameters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hyperparameters.ProtoReflect.Descriptor instead.
 func (*Hyperparameters) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{1}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Hyperparameters) GetLengthscales() []float64 {
@@ -471,7 +1147,7 @@ type Job struct {
 
 func (x *Job) Reset() {
 	*x = Job{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[2]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -483,7 +1159,7 @@ func (x *Job) String() string {
 func (*Job) ProtoMessage() {}
 
 func (x *Job) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[2]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -496,7 +1172,7 @@ func (x *Job) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Job.ProtoReflect.Descriptor instead.
 func (*Job) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{2}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Job) GetId() string {
@@ -637,7 +1313,7 @@ type JobMetrics struct {
 
 func (x *JobMetrics) Reset() {
 	*x = JobMetrics{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[3]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -649,7 +1325,7 @@ func (x *JobMetrics) String() string {
 func (*JobMetrics) ProtoMessage() {}
 
 func (x *JobMetrics) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[3]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -662,7 +1338,7 @@ func (x *JobMetrics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobMetrics.ProtoReflect.Descriptor instead.
 func (*JobMetrics) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{3}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *JobMetrics) GetHyperparameters() *Hyperparameters {
@@ -732,7 +1408,7 @@ type MethodChoice struct {
 
 func (x *MethodChoice) Reset() {
 	*x = MethodChoice{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[4]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -744,7 +1420,7 @@ func (x *MethodChoice) String() string {
 func (*MethodChoice) ProtoMessage() {}
 
 func (x *MethodChoice) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[4]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -757,7 +1433,7 @@ func (x *MethodChoice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MethodChoice.ProtoReflect.Descriptor instead.
 func (*MethodChoice) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{4}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *MethodChoice) GetMethod() string {
@@ -786,7 +1462,7 @@ type Warning struct {
 
 func (x *Warning) Reset() {
 	*x = Warning{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[5]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -798,7 +1474,7 @@ func (x *Warning) String() string {
 func (*Warning) ProtoMessage() {}
 
 func (x *Warning) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[5]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -811,7 +1487,7 @@ func (x *Warning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Warning.ProtoReflect.Descriptor instead.
 func (*Warning) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{5}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Warning) GetCode() string {
@@ -839,7 +1515,7 @@ type SubmitJobRequest struct {
 
 func (x *SubmitJobRequest) Reset() {
 	*x = SubmitJobRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[6]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -851,7 +1527,7 @@ func (x *SubmitJobRequest) String() string {
 func (*SubmitJobRequest) ProtoMessage() {}
 
 func (x *SubmitJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[6]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -864,7 +1540,7 @@ func (x *SubmitJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitJobRequest.ProtoReflect.Descriptor instead.
 func (*SubmitJobRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{6}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SubmitJobRequest) GetSpec() *JobSpec {
@@ -890,7 +1566,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[7]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -902,7 +1578,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[7]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -915,7 +1591,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{7}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetJobRequest) GetId() string {
@@ -933,7 +1609,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[8]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -945,7 +1621,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[8]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -958,7 +1634,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{8}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{15}
 }
 
 type ListJobsResponse struct {
@@ -970,7 +1646,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[9]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -982,7 +1658,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[9]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -995,7 +1671,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{9}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListJobsResponse) GetJobs() []*Job {
@@ -1014,7 +1690,7 @@ type CancelJobRequest struct {
 
 func (x *CancelJobRequest) Reset() {
 	*x = CancelJobRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[10]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1026,7 +1702,7 @@ func (x *CancelJobRequest) String() string {
 func (*CancelJobRequest) ProtoMessage() {}
 
 func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[10]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1039,7 +1715,7 @@ func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobRequest.ProtoReflect.Descriptor instead.
 func (*CancelJobRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{10}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CancelJobRequest) GetId() string {
@@ -1058,7 +1734,7 @@ type DeleteJobRequest struct {
 
 func (x *DeleteJobRequest) Reset() {
 	*x = DeleteJobRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[11]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1070,7 +1746,7 @@ func (x *DeleteJobRequest) String() string {
 func (*DeleteJobRequest) ProtoMessage() {}
 
 func (x *DeleteJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[11]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1083,7 +1759,7 @@ func (x *DeleteJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobRequest.ProtoReflect.Descriptor instead.
 func (*DeleteJobRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{11}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DeleteJobRequest) GetIds() []string {
@@ -1101,7 +1777,7 @@ type DeleteJobResponse struct {
 
 func (x *DeleteJobResponse) Reset() {
 	*x = DeleteJobResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[12]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1113,7 +1789,7 @@ func (x *DeleteJobResponse) String() string {
 func (*DeleteJobResponse) ProtoMessage() {}
 
 func (x *DeleteJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[12]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1126,7 +1802,7 @@ func (x *DeleteJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobResponse.ProtoReflect.Descriptor instead.
 func (*DeleteJobResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{12}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{19}
 }
 
 type GetBlobRequest struct {
@@ -1138,7 +1814,7 @@ type GetBlobRequest struct {
 
 func (x *GetBlobRequest) Reset() {
 	*x = GetBlobRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[13]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1150,7 +1826,7 @@ func (x *GetBlobRequest) String() string {
 func (*GetBlobRequest) ProtoMessage() {}
 
 func (x *GetBlobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[13]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1163,7 +1839,7 @@ func (x *GetBlobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBlobRequest.ProtoReflect.Descriptor instead.
 func (*GetBlobRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{13}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetBlobRequest) GetSha256() string {
@@ -1181,7 +1857,7 @@ type ReadIndexRequest struct {
 
 func (x *ReadIndexRequest) Reset() {
 	*x = ReadIndexRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[14]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1193,7 +1869,7 @@ func (x *ReadIndexRequest) String() string {
 func (*ReadIndexRequest) ProtoMessage() {}
 
 func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[14]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1206,7 +1882,7 @@ func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexRequest.ProtoReflect.Descriptor instead.
 func (*ReadIndexRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{14}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{21}
 }
 
 type ReadIndexResponse struct {
@@ -1218,7 +1894,7 @@ type ReadIndexResponse struct {
 
 func (x *ReadIndexResponse) Reset() {
 	*x = ReadIndexResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[15]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1230,7 +1906,7 @@ func (x *ReadIndexResponse) String() string {
 func (*ReadIndexResponse) ProtoMessage() {}
 
 func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[15]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1243,7 +1919,7 @@ func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexResponse.ProtoReflect.Descriptor instead.
 func (*ReadIndexResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{15}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReadIndexResponse) GetIndex() uint64 {
@@ -1262,7 +1938,7 @@ type WatchJobRequest struct {
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[16]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1274,7 +1950,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[16]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1287,7 +1963,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{16}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *WatchJobRequest) GetId() string {
@@ -1313,7 +1989,7 @@ type JobEvent struct {
 
 func (x *JobEvent) Reset() {
 	*x = JobEvent{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[17]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1325,7 +2001,7 @@ func (x *JobEvent) String() string {
 func (*JobEvent) ProtoMessage() {}
 
 func (x *JobEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[17]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1338,7 +2014,7 @@ func (x *JobEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobEvent.ProtoReflect.Descriptor instead.
 func (*JobEvent) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{17}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *JobEvent) GetJobId() string {
@@ -1409,7 +2085,7 @@ type PredictRequest struct {
 
 func (x *PredictRequest) Reset() {
 	*x = PredictRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[18]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1421,7 +2097,7 @@ func (x *PredictRequest) String() string {
 func (*PredictRequest) ProtoMessage() {}
 
 func (x *PredictRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[18]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1434,7 +2110,7 @@ func (x *PredictRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PredictRequest.ProtoReflect.Descriptor instead.
 func (*PredictRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{18}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PredictRequest) GetJobId() string {
@@ -1472,7 +2148,7 @@ type PredictResponse struct {
 
 func (x *PredictResponse) Reset() {
 	*x = PredictResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[19]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1484,7 +2160,7 @@ func (x *PredictResponse) String() string {
 func (*PredictResponse) ProtoMessage() {}
 
 func (x *PredictResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[19]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1497,7 +2173,7 @@ func (x *PredictResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PredictResponse.ProtoReflect.Descriptor instead.
 func (*PredictResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{19}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PredictResponse) GetMean() []float64 {
@@ -1537,7 +2213,7 @@ type GetModelRequest struct {
 
 func (x *GetModelRequest) Reset() {
 	*x = GetModelRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[20]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1549,7 +2225,7 @@ func (x *GetModelRequest) String() string {
 func (*GetModelRequest) ProtoMessage() {}
 
 func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[20]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1562,7 +2238,7 @@ func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelRequest.ProtoReflect.Descriptor instead.
 func (*GetModelRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{20}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetModelRequest) GetJobId() string {
@@ -1581,7 +2257,7 @@ type ModelChunk struct {
 
 func (x *ModelChunk) Reset() {
 	*x = ModelChunk{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[21]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1593,7 +2269,7 @@ func (x *ModelChunk) String() string {
 func (*ModelChunk) ProtoMessage() {}
 
 func (x *ModelChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[21]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1606,7 +2282,7 @@ func (x *ModelChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelChunk.ProtoReflect.Descriptor instead.
 func (*ModelChunk) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{21}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ModelChunk) GetData() []byte {
@@ -1629,7 +2305,7 @@ type RegisterWorkerRequest struct {
 
 func (x *RegisterWorkerRequest) Reset() {
 	*x = RegisterWorkerRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[22]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1641,7 +2317,7 @@ func (x *RegisterWorkerRequest) String() string {
 func (*RegisterWorkerRequest) ProtoMessage() {}
 
 func (x *RegisterWorkerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[22]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1654,7 +2330,7 @@ func (x *RegisterWorkerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterWorkerRequest.ProtoReflect.Descriptor instead.
 func (*RegisterWorkerRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{22}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RegisterWorkerRequest) GetAddress() string {
@@ -1688,7 +2364,7 @@ type RegisterWorkerResponse struct {
 
 func (x *RegisterWorkerResponse) Reset() {
 	*x = RegisterWorkerResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[23]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1700,7 +2376,7 @@ func (x *RegisterWorkerResponse) String() string {
 func (*RegisterWorkerResponse) ProtoMessage() {}
 
 func (x *RegisterWorkerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[23]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1713,7 +2389,7 @@ func (x *RegisterWorkerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterWorkerResponse.ProtoReflect.Descriptor instead.
 func (*RegisterWorkerResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{23}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RegisterWorkerResponse) GetWorkerId() string {
@@ -1739,7 +2415,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[24]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1751,7 +2427,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[24]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1764,7 +2440,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{24}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *HeartbeatRequest) GetWorkerId() string {
@@ -1782,7 +2458,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[25]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1794,7 +2470,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[25]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1807,7 +2483,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{25}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{32}
 }
 
 type JoinClusterRequest struct {
@@ -1821,7 +2497,7 @@ type JoinClusterRequest struct {
 
 func (x *JoinClusterRequest) Reset() {
 	*x = JoinClusterRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[26]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1833,7 +2509,7 @@ func (x *JoinClusterRequest) String() string {
 func (*JoinClusterRequest) ProtoMessage() {}
 
 func (x *JoinClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[26]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1846,7 +2522,7 @@ func (x *JoinClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinClusterRequest.ProtoReflect.Descriptor instead.
 func (*JoinClusterRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{26}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *JoinClusterRequest) GetId() string {
@@ -1878,7 +2554,7 @@ type JoinClusterResponse struct {
 
 func (x *JoinClusterResponse) Reset() {
 	*x = JoinClusterResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[27]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1890,7 +2566,7 @@ func (x *JoinClusterResponse) String() string {
 func (*JoinClusterResponse) ProtoMessage() {}
 
 func (x *JoinClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[27]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1903,7 +2579,7 @@ func (x *JoinClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinClusterResponse.ProtoReflect.Descriptor instead.
 func (*JoinClusterResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{27}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{34}
 }
 
 type RemoveMemberRequest struct {
@@ -1915,7 +2591,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[28]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1927,7 +2603,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[28]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1940,7 +2616,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{28}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RemoveMemberRequest) GetId() string {
@@ -1958,7 +2634,7 @@ type RemoveMemberResponse struct {
 
 func (x *RemoveMemberResponse) Reset() {
 	*x = RemoveMemberResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[29]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1970,7 +2646,7 @@ func (x *RemoveMemberResponse) String() string {
 func (*RemoveMemberResponse) ProtoMessage() {}
 
 func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[29]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1983,7 +2659,7 @@ func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{29}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{36}
 }
 
 type ListMembersRequest struct {
@@ -1994,7 +2670,7 @@ type ListMembersRequest struct {
 
 func (x *ListMembersRequest) Reset() {
 	*x = ListMembersRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[30]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2006,7 +2682,7 @@ func (x *ListMembersRequest) String() string {
 func (*ListMembersRequest) ProtoMessage() {}
 
 func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[30]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2019,7 +2695,7 @@ func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersRequest.ProtoReflect.Descriptor instead.
 func (*ListMembersRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{30}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{37}
 }
 
 type Member struct {
@@ -2034,7 +2710,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[31]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2046,7 +2722,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[31]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2059,7 +2735,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{31}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Member) GetId() string {
@@ -2099,7 +2775,7 @@ type ListMembersResponse struct {
 
 func (x *ListMembersResponse) Reset() {
 	*x = ListMembersResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[32]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2111,7 +2787,7 @@ func (x *ListMembersResponse) String() string {
 func (*ListMembersResponse) ProtoMessage() {}
 
 func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[32]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2124,7 +2800,7 @@ func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersResponse.ProtoReflect.Descriptor instead.
 func (*ListMembersResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{32}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListMembersResponse) GetMembers() []*Member {
@@ -2142,7 +2818,7 @@ type ListWorkersRequest struct {
 
 func (x *ListWorkersRequest) Reset() {
 	*x = ListWorkersRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[33]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2154,7 +2830,7 @@ func (x *ListWorkersRequest) String() string {
 func (*ListWorkersRequest) ProtoMessage() {}
 
 func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[33]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2167,7 +2843,7 @@ func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{33}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{40}
 }
 
 type WorkerInfo struct {
@@ -2182,7 +2858,7 @@ type WorkerInfo struct {
 
 func (x *WorkerInfo) Reset() {
 	*x = WorkerInfo{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[34]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2194,7 +2870,7 @@ func (x *WorkerInfo) String() string {
 func (*WorkerInfo) ProtoMessage() {}
 
 func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[34]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2207,7 +2883,7 @@ func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerInfo.ProtoReflect.Descriptor instead.
 func (*WorkerInfo) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{34}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *WorkerInfo) GetId() string {
@@ -2247,7 +2923,7 @@ type ListWorkersResponse struct {
 
 func (x *ListWorkersResponse) Reset() {
 	*x = ListWorkersResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[35]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2259,7 +2935,7 @@ func (x *ListWorkersResponse) String() string {
 func (*ListWorkersResponse) ProtoMessage() {}
 
 func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[35]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2272,7 +2948,7 @@ func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{35}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListWorkersResponse) GetWorkers() []*WorkerInfo {
@@ -2286,7 +2962,8 @@ var File_gpreduce_v1_coordinator_proto protoreflect.FileDescriptor
 
 const file_gpreduce_v1_coordinator_proto_rawDesc = "" +
 	"\n" +
-	"\x1dgpreduce/v1/coordinator.proto\x12\vgpreduce.v1\x1a\x17gpreduce/v1/types.proto\"\xcc\a\n" +
+	"\x1dgpreduce/v1/coordinator.proto\x12\vgpreduce.v1\x1a\x17gpreduce/v1/types.proto\"\xf6\n" +
+	"\n" +
 	"\aJobSpec\x12\x16\n" +
 	"\x06method\x18\x01 \x01(\tR\x06method\x12\x16\n" +
 	"\x06kernel\x18\x02 \x01(\tR\x06kernel\x12\x12\n" +
@@ -2294,34 +2971,83 @@ const file_gpreduce_v1_coordinator_proto_rawDesc = "" +
 	"\x12lengthscale_bounds\x18\x04 \x03(\x01R\x11lengthscaleBounds\x124\n" +
 	"\x16signal_variance_bounds\x18\x05 \x03(\x01R\x14signalVarianceBounds\x122\n" +
 	"\x15noise_variance_bounds\x18\x06 \x03(\x01R\x13noiseVarianceBounds\x12\x19\n" +
-	"\bmax_iter\x18\a \x01(\x05R\amaxIter\x12\x1a\n" +
-	"\bfeatures\x18\b \x01(\x05R\bfeatures\x12\"\n" +
-	"\rnodes_per_dim\x18\t \x03(\x05R\vnodesPerDim\x12\x15\n" +
-	"\x06gl_box\x18\n" +
-	" \x03(\x01R\x05glBox\x12!\n" +
-	"\fmax_features\x18\v \x01(\x05R\vmaxFeatures\x12$\n" +
-	"\x0eexact_max_rows\x18\f \x01(\x05R\fexactMaxRows\x12+\n" +
+	"\bmax_iter\x18\a \x01(\x05R\amaxIter\x12+\n" +
 	"\x04data\x18\r \x01(\v2\x17.gpreduce.v1.DataSourceR\x04data\x12\x16\n" +
 	"\x06shards\x18\x0e \x01(\x05R\x06shards\x122\n" +
-	"\x15shard_timeout_seconds\x18\x0f \x01(\x05R\x13shardTimeoutSeconds\x12\x1c\n" +
-	"\tinference\x18\x10 \x01(\tR\tinference\x12\x12\n" +
-	"\x04grid\x18\x11 \x01(\x05R\x04grid\x12&\n" +
-	"\x0eeigenfunctions\x18\x12 \x01(\x05R\x0eeigenfunctions\x12\x18\n" +
-	"\asamples\x18\x13 \x01(\x05R\asamples\x12\x1e\n" +
+	"\x15shard_timeout_seconds\x18\x0f \x01(\x05R\x13shardTimeoutSeconds\x12)\n" +
+	"\x02gl\x18\x1f \x01(\v2\x17.gpreduce.v1.GLSettingsH\x00R\x02gl\x12,\n" +
+	"\x03rff\x18  \x01(\v2\x18.gpreduce.v1.RFFSettingsH\x00R\x03rff\x122\n" +
+	"\x05exact\x18! \x01(\v2\x1a.gpreduce.v1.ExactSettingsH\x00R\x05exact\x122\n" +
+	"\x05grief\x18\" \x01(\v2\x1a.gpreduce.v1.GRIEFSettingsH\x00R\x05grief\x12)\n" +
+	"\x02cg\x18# \x01(\v2\x17.gpreduce.v1.CGSettingsH\x00R\x02cg\x12/\n" +
+	"\x04kmcg\x18$ \x01(\v2\x19.gpreduce.v1.KMCGSettingsH\x00R\x04kmcg\x12/\n" +
+	"\x04auto\x18% \x01(\v2\x19.gpreduce.v1.AutoSettingsH\x00R\x04auto\x12\x1e\n" +
+	"\bfeatures\x18\b \x01(\x05B\x02\x18\x01R\bfeatures\x12&\n" +
+	"\rnodes_per_dim\x18\t \x03(\x05B\x02\x18\x01R\vnodesPerDim\x12\x19\n" +
+	"\x06gl_box\x18\n" +
+	" \x03(\x01B\x02\x18\x01R\x05glBox\x12%\n" +
+	"\fmax_features\x18\v \x01(\x05B\x02\x18\x01R\vmaxFeatures\x12(\n" +
+	"\x0eexact_max_rows\x18\f \x01(\x05B\x02\x18\x01R\fexactMaxRows\x12 \n" +
+	"\tinference\x18\x10 \x01(\tB\x02\x18\x01R\tinference\x12\x16\n" +
+	"\x04grid\x18\x11 \x01(\x05B\x02\x18\x01R\x04grid\x12*\n" +
+	"\x0eeigenfunctions\x18\x12 \x01(\x05B\x02\x18\x01R\x0eeigenfunctions\x12\x1c\n" +
+	"\asamples\x18\x13 \x01(\x05B\x02\x18\x01R\asamples\x12\"\n" +
 	"\n" +
-	"truncation\x18\x14 \x01(\tR\n" +
+	"truncation\x18\x14 \x01(\tB\x02\x18\x01R\n" +
+	"truncation\x12\x1d\n" +
+	"\bcg_iters\x18\x15 \x01(\x05B\x02\x18\x01R\acgIters\x12\x19\n" +
+	"\x06rr_min\x18\x16 \x01(\x05B\x02\x18\x01R\x05rrMin\x12\x1b\n" +
+	"\arr_rate\x18\x17 \x01(\x01B\x02\x18\x01R\x06rrRate\x12\x1a\n" +
+	"\x06probes\x18\x18 \x01(\x05B\x02\x18\x01R\x06probes\x12%\n" +
+	"\fprecond_rank\x18\x19 \x01(\x05B\x02\x18\x01R\vprecondRank\x12'\n" +
+	"\rlearning_rate\x18\x1a \x01(\x01B\x02\x18\x01R\flearningRate\x12\x19\n" +
+	"\x06cg_tol\x18\x1b \x01(\x01B\x02\x18\x01R\x05cgTol\x12\x1a\n" +
+	"\x06subset\x18\x1c \x01(\x05B\x02\x18\x01R\x06subset\x12'\n" +
+	"\rvariance_rank\x18\x1d \x01(\x05B\x02\x18\x01R\fvarianceRank\x12!\n" +
+	"\n" +
+	"kmcg_noise\x18\x1e \x01(\tB\x02\x18\x01R\tkmcgNoiseB\n" +
+	"\n" +
+	"\bsettings\"j\n" +
+	"\n" +
+	"GLSettings\x12\"\n" +
+	"\rnodes_per_dim\x18\x01 \x03(\x05R\vnodesPerDim\x12\x15\n" +
+	"\x06gl_box\x18\x02 \x03(\x01R\x05glBox\x12!\n" +
+	"\fmax_features\x18\x03 \x01(\x05R\vmaxFeatures\"L\n" +
+	"\vRFFSettings\x12\x1a\n" +
+	"\bfeatures\x18\x01 \x01(\x05R\bfeatures\x12!\n" +
+	"\fmax_features\x18\x02 \x01(\x05R\vmaxFeatures\"5\n" +
+	"\rExactSettings\x12$\n" +
+	"\x0eexact_max_rows\x18\x01 \x01(\x05R\fexactMaxRows\"\xa6\x01\n" +
+	"\rGRIEFSettings\x12\x1c\n" +
+	"\tinference\x18\x01 \x01(\tR\tinference\x12\x12\n" +
+	"\x04grid\x18\x02 \x01(\x05R\x04grid\x12&\n" +
+	"\x0eeigenfunctions\x18\x03 \x01(\x05R\x0eeigenfunctions\x12\x18\n" +
+	"\asamples\x18\x04 \x01(\x05R\asamples\x12!\n" +
+	"\fmax_features\x18\x05 \x01(\x05R\vmaxFeatures\"\x93\x02\n" +
+	"\n" +
+	"CGSettings\x12\x1e\n" +
+	"\n" +
+	"truncation\x18\x01 \x01(\tR\n" +
 	"truncation\x12\x19\n" +
-	"\bcg_iters\x18\x15 \x01(\x05R\acgIters\x12\x15\n" +
-	"\x06rr_min\x18\x16 \x01(\x05R\x05rrMin\x12\x17\n" +
-	"\arr_rate\x18\x17 \x01(\x01R\x06rrRate\x12\x16\n" +
-	"\x06probes\x18\x18 \x01(\x05R\x06probes\x12!\n" +
-	"\fprecond_rank\x18\x19 \x01(\x05R\vprecondRank\x12#\n" +
-	"\rlearning_rate\x18\x1a \x01(\x01R\flearningRate\x12\x15\n" +
-	"\x06cg_tol\x18\x1b \x01(\x01R\x05cgTol\x12\x16\n" +
-	"\x06subset\x18\x1c \x01(\x05R\x06subset\x12#\n" +
-	"\rvariance_rank\x18\x1d \x01(\x05R\fvarianceRank\x12\x1d\n" +
+	"\bcg_iters\x18\x02 \x01(\x05R\acgIters\x12\x15\n" +
+	"\x06rr_min\x18\x03 \x01(\x05R\x05rrMin\x12\x17\n" +
+	"\arr_rate\x18\x04 \x01(\x01R\x06rrRate\x12\x16\n" +
+	"\x06probes\x18\x05 \x01(\x05R\x06probes\x12!\n" +
+	"\fprecond_rank\x18\x06 \x01(\x05R\vprecondRank\x12#\n" +
+	"\rlearning_rate\x18\a \x01(\x01R\flearningRate\x12\x15\n" +
+	"\x06cg_tol\x18\b \x01(\x01R\x05cgTol\x12#\n" +
+	"\rvariance_rank\x18\t \x01(\x05R\fvarianceRank\"\xc2\x01\n" +
+	"\fKMCGSettings\x12\x19\n" +
+	"\bcg_iters\x18\x01 \x01(\x05R\acgIters\x12\x15\n" +
+	"\x06cg_tol\x18\x02 \x01(\x01R\x05cgTol\x12\x16\n" +
+	"\x06subset\x18\x03 \x01(\x05R\x06subset\x12#\n" +
+	"\rvariance_rank\x18\x04 \x01(\x05R\fvarianceRank\x12\x1d\n" +
 	"\n" +
-	"kmcg_noise\x18\x1e \x01(\tR\tkmcgNoise\"\x85\x01\n" +
+	"kmcg_noise\x18\x05 \x01(\tR\tkmcgNoise\x12$\n" +
+	"\x0eexact_max_rows\x18\x06 \x01(\x05R\fexactMaxRows\"W\n" +
+	"\fAutoSettings\x12$\n" +
+	"\x0eexact_max_rows\x18\x01 \x01(\x05R\fexactMaxRows\x12!\n" +
+	"\fmax_features\x18\x02 \x01(\x05R\vmaxFeatures\"\x85\x01\n" +
 	"\x0fHyperparameters\x12\"\n" +
 	"\flengthscales\x18\x01 \x03(\x01R\flengthscales\x12'\n" +
 	"\x0fsignal_variance\x18\x02 \x01(\x01R\x0esignalVariance\x12%\n" +
@@ -2483,100 +3209,114 @@ func file_gpreduce_v1_coordinator_proto_rawDescGZIP() []byte {
 }
 
 var file_gpreduce_v1_coordinator_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gpreduce_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_gpreduce_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_gpreduce_v1_coordinator_proto_goTypes = []any{
 	(JobState)(0),                  // 0: gpreduce.v1.JobState
 	(*JobSpec)(nil),                // 1: gpreduce.v1.JobSpec
-	(*Hyperparameters)(nil),        // 2: gpreduce.v1.Hyperparameters
-	(*Job)(nil),                    // 3: gpreduce.v1.Job
-	(*JobMetrics)(nil),             // 4: gpreduce.v1.JobMetrics
-	(*MethodChoice)(nil),           // 5: gpreduce.v1.MethodChoice
-	(*Warning)(nil),                // 6: gpreduce.v1.Warning
-	(*SubmitJobRequest)(nil),       // 7: gpreduce.v1.SubmitJobRequest
-	(*GetJobRequest)(nil),          // 8: gpreduce.v1.GetJobRequest
-	(*ListJobsRequest)(nil),        // 9: gpreduce.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),       // 10: gpreduce.v1.ListJobsResponse
-	(*CancelJobRequest)(nil),       // 11: gpreduce.v1.CancelJobRequest
-	(*DeleteJobRequest)(nil),       // 12: gpreduce.v1.DeleteJobRequest
-	(*DeleteJobResponse)(nil),      // 13: gpreduce.v1.DeleteJobResponse
-	(*GetBlobRequest)(nil),         // 14: gpreduce.v1.GetBlobRequest
-	(*ReadIndexRequest)(nil),       // 15: gpreduce.v1.ReadIndexRequest
-	(*ReadIndexResponse)(nil),      // 16: gpreduce.v1.ReadIndexResponse
-	(*WatchJobRequest)(nil),        // 17: gpreduce.v1.WatchJobRequest
-	(*JobEvent)(nil),               // 18: gpreduce.v1.JobEvent
-	(*PredictRequest)(nil),         // 19: gpreduce.v1.PredictRequest
-	(*PredictResponse)(nil),        // 20: gpreduce.v1.PredictResponse
-	(*GetModelRequest)(nil),        // 21: gpreduce.v1.GetModelRequest
-	(*ModelChunk)(nil),             // 22: gpreduce.v1.ModelChunk
-	(*RegisterWorkerRequest)(nil),  // 23: gpreduce.v1.RegisterWorkerRequest
-	(*RegisterWorkerResponse)(nil), // 24: gpreduce.v1.RegisterWorkerResponse
-	(*HeartbeatRequest)(nil),       // 25: gpreduce.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),      // 26: gpreduce.v1.HeartbeatResponse
-	(*JoinClusterRequest)(nil),     // 27: gpreduce.v1.JoinClusterRequest
-	(*JoinClusterResponse)(nil),    // 28: gpreduce.v1.JoinClusterResponse
-	(*RemoveMemberRequest)(nil),    // 29: gpreduce.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),   // 30: gpreduce.v1.RemoveMemberResponse
-	(*ListMembersRequest)(nil),     // 31: gpreduce.v1.ListMembersRequest
-	(*Member)(nil),                 // 32: gpreduce.v1.Member
-	(*ListMembersResponse)(nil),    // 33: gpreduce.v1.ListMembersResponse
-	(*ListWorkersRequest)(nil),     // 34: gpreduce.v1.ListWorkersRequest
-	(*WorkerInfo)(nil),             // 35: gpreduce.v1.WorkerInfo
-	(*ListWorkersResponse)(nil),    // 36: gpreduce.v1.ListWorkersResponse
-	(*DataSource)(nil),             // 37: gpreduce.v1.DataSource
+	(*GLSettings)(nil),             // 2: gpreduce.v1.GLSettings
+	(*RFFSettings)(nil),            // 3: gpreduce.v1.RFFSettings
+	(*ExactSettings)(nil),          // 4: gpreduce.v1.ExactSettings
+	(*GRIEFSettings)(nil),          // 5: gpreduce.v1.GRIEFSettings
+	(*CGSettings)(nil),             // 6: gpreduce.v1.CGSettings
+	(*KMCGSettings)(nil),           // 7: gpreduce.v1.KMCGSettings
+	(*AutoSettings)(nil),           // 8: gpreduce.v1.AutoSettings
+	(*Hyperparameters)(nil),        // 9: gpreduce.v1.Hyperparameters
+	(*Job)(nil),                    // 10: gpreduce.v1.Job
+	(*JobMetrics)(nil),             // 11: gpreduce.v1.JobMetrics
+	(*MethodChoice)(nil),           // 12: gpreduce.v1.MethodChoice
+	(*Warning)(nil),                // 13: gpreduce.v1.Warning
+	(*SubmitJobRequest)(nil),       // 14: gpreduce.v1.SubmitJobRequest
+	(*GetJobRequest)(nil),          // 15: gpreduce.v1.GetJobRequest
+	(*ListJobsRequest)(nil),        // 16: gpreduce.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),       // 17: gpreduce.v1.ListJobsResponse
+	(*CancelJobRequest)(nil),       // 18: gpreduce.v1.CancelJobRequest
+	(*DeleteJobRequest)(nil),       // 19: gpreduce.v1.DeleteJobRequest
+	(*DeleteJobResponse)(nil),      // 20: gpreduce.v1.DeleteJobResponse
+	(*GetBlobRequest)(nil),         // 21: gpreduce.v1.GetBlobRequest
+	(*ReadIndexRequest)(nil),       // 22: gpreduce.v1.ReadIndexRequest
+	(*ReadIndexResponse)(nil),      // 23: gpreduce.v1.ReadIndexResponse
+	(*WatchJobRequest)(nil),        // 24: gpreduce.v1.WatchJobRequest
+	(*JobEvent)(nil),               // 25: gpreduce.v1.JobEvent
+	(*PredictRequest)(nil),         // 26: gpreduce.v1.PredictRequest
+	(*PredictResponse)(nil),        // 27: gpreduce.v1.PredictResponse
+	(*GetModelRequest)(nil),        // 28: gpreduce.v1.GetModelRequest
+	(*ModelChunk)(nil),             // 29: gpreduce.v1.ModelChunk
+	(*RegisterWorkerRequest)(nil),  // 30: gpreduce.v1.RegisterWorkerRequest
+	(*RegisterWorkerResponse)(nil), // 31: gpreduce.v1.RegisterWorkerResponse
+	(*HeartbeatRequest)(nil),       // 32: gpreduce.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),      // 33: gpreduce.v1.HeartbeatResponse
+	(*JoinClusterRequest)(nil),     // 34: gpreduce.v1.JoinClusterRequest
+	(*JoinClusterResponse)(nil),    // 35: gpreduce.v1.JoinClusterResponse
+	(*RemoveMemberRequest)(nil),    // 36: gpreduce.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),   // 37: gpreduce.v1.RemoveMemberResponse
+	(*ListMembersRequest)(nil),     // 38: gpreduce.v1.ListMembersRequest
+	(*Member)(nil),                 // 39: gpreduce.v1.Member
+	(*ListMembersResponse)(nil),    // 40: gpreduce.v1.ListMembersResponse
+	(*ListWorkersRequest)(nil),     // 41: gpreduce.v1.ListWorkersRequest
+	(*WorkerInfo)(nil),             // 42: gpreduce.v1.WorkerInfo
+	(*ListWorkersResponse)(nil),    // 43: gpreduce.v1.ListWorkersResponse
+	(*DataSource)(nil),             // 44: gpreduce.v1.DataSource
 }
 var file_gpreduce_v1_coordinator_proto_depIdxs = []int32{
-	37, // 0: gpreduce.v1.JobSpec.data:type_name -> gpreduce.v1.DataSource
-	1,  // 1: gpreduce.v1.Job.spec:type_name -> gpreduce.v1.JobSpec
-	0,  // 2: gpreduce.v1.Job.state:type_name -> gpreduce.v1.JobState
-	2,  // 3: gpreduce.v1.Job.hyperparameters:type_name -> gpreduce.v1.Hyperparameters
-	5,  // 4: gpreduce.v1.Job.method_choice:type_name -> gpreduce.v1.MethodChoice
-	6,  // 5: gpreduce.v1.Job.warnings:type_name -> gpreduce.v1.Warning
-	4,  // 6: gpreduce.v1.Job.metrics:type_name -> gpreduce.v1.JobMetrics
-	2,  // 7: gpreduce.v1.JobMetrics.hyperparameters:type_name -> gpreduce.v1.Hyperparameters
-	5,  // 8: gpreduce.v1.JobMetrics.method_choice:type_name -> gpreduce.v1.MethodChoice
-	6,  // 9: gpreduce.v1.JobMetrics.warnings:type_name -> gpreduce.v1.Warning
-	1,  // 10: gpreduce.v1.SubmitJobRequest.spec:type_name -> gpreduce.v1.JobSpec
-	3,  // 11: gpreduce.v1.ListJobsResponse.jobs:type_name -> gpreduce.v1.Job
-	0,  // 12: gpreduce.v1.JobEvent.state:type_name -> gpreduce.v1.JobState
-	32, // 13: gpreduce.v1.ListMembersResponse.members:type_name -> gpreduce.v1.Member
-	35, // 14: gpreduce.v1.ListWorkersResponse.workers:type_name -> gpreduce.v1.WorkerInfo
-	7,  // 15: gpreduce.v1.Coordinator.SubmitJob:input_type -> gpreduce.v1.SubmitJobRequest
-	8,  // 16: gpreduce.v1.Coordinator.GetJob:input_type -> gpreduce.v1.GetJobRequest
-	9,  // 17: gpreduce.v1.Coordinator.ListJobs:input_type -> gpreduce.v1.ListJobsRequest
-	11, // 18: gpreduce.v1.Coordinator.CancelJob:input_type -> gpreduce.v1.CancelJobRequest
-	12, // 19: gpreduce.v1.Coordinator.DeleteJob:input_type -> gpreduce.v1.DeleteJobRequest
-	17, // 20: gpreduce.v1.Coordinator.WatchJob:input_type -> gpreduce.v1.WatchJobRequest
-	19, // 21: gpreduce.v1.Coordinator.Predict:input_type -> gpreduce.v1.PredictRequest
-	21, // 22: gpreduce.v1.Coordinator.GetModel:input_type -> gpreduce.v1.GetModelRequest
-	23, // 23: gpreduce.v1.Coordinator.RegisterWorker:input_type -> gpreduce.v1.RegisterWorkerRequest
-	25, // 24: gpreduce.v1.Coordinator.Heartbeat:input_type -> gpreduce.v1.HeartbeatRequest
-	27, // 25: gpreduce.v1.Coordinator.JoinCluster:input_type -> gpreduce.v1.JoinClusterRequest
-	29, // 26: gpreduce.v1.Coordinator.RemoveMember:input_type -> gpreduce.v1.RemoveMemberRequest
-	31, // 27: gpreduce.v1.Coordinator.ListMembers:input_type -> gpreduce.v1.ListMembersRequest
-	34, // 28: gpreduce.v1.Coordinator.ListWorkers:input_type -> gpreduce.v1.ListWorkersRequest
-	15, // 29: gpreduce.v1.Coordinator.ReadIndex:input_type -> gpreduce.v1.ReadIndexRequest
-	14, // 30: gpreduce.v1.Coordinator.GetBlob:input_type -> gpreduce.v1.GetBlobRequest
-	3,  // 31: gpreduce.v1.Coordinator.SubmitJob:output_type -> gpreduce.v1.Job
-	3,  // 32: gpreduce.v1.Coordinator.GetJob:output_type -> gpreduce.v1.Job
-	10, // 33: gpreduce.v1.Coordinator.ListJobs:output_type -> gpreduce.v1.ListJobsResponse
-	3,  // 34: gpreduce.v1.Coordinator.CancelJob:output_type -> gpreduce.v1.Job
-	13, // 35: gpreduce.v1.Coordinator.DeleteJob:output_type -> gpreduce.v1.DeleteJobResponse
-	18, // 36: gpreduce.v1.Coordinator.WatchJob:output_type -> gpreduce.v1.JobEvent
-	20, // 37: gpreduce.v1.Coordinator.Predict:output_type -> gpreduce.v1.PredictResponse
-	22, // 38: gpreduce.v1.Coordinator.GetModel:output_type -> gpreduce.v1.ModelChunk
-	24, // 39: gpreduce.v1.Coordinator.RegisterWorker:output_type -> gpreduce.v1.RegisterWorkerResponse
-	26, // 40: gpreduce.v1.Coordinator.Heartbeat:output_type -> gpreduce.v1.HeartbeatResponse
-	28, // 41: gpreduce.v1.Coordinator.JoinCluster:output_type -> gpreduce.v1.JoinClusterResponse
-	30, // 42: gpreduce.v1.Coordinator.RemoveMember:output_type -> gpreduce.v1.RemoveMemberResponse
-	33, // 43: gpreduce.v1.Coordinator.ListMembers:output_type -> gpreduce.v1.ListMembersResponse
-	36, // 44: gpreduce.v1.Coordinator.ListWorkers:output_type -> gpreduce.v1.ListWorkersResponse
-	16, // 45: gpreduce.v1.Coordinator.ReadIndex:output_type -> gpreduce.v1.ReadIndexResponse
-	22, // 46: gpreduce.v1.Coordinator.GetBlob:output_type -> gpreduce.v1.ModelChunk
-	31, // [31:47] is the sub-list for method output_type
-	15, // [15:31] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	44, // 0: gpreduce.v1.JobSpec.data:type_name -> gpreduce.v1.DataSource
+	2,  // 1: gpreduce.v1.JobSpec.gl:type_name -> gpreduce.v1.GLSettings
+	3,  // 2: gpreduce.v1.JobSpec.rff:type_name -> gpreduce.v1.RFFSettings
+	4,  // 3: gpreduce.v1.JobSpec.exact:type_name -> gpreduce.v1.ExactSettings
+	5,  // 4: gpreduce.v1.JobSpec.grief:type_name -> gpreduce.v1.GRIEFSettings
+	6,  // 5: gpreduce.v1.JobSpec.cg:type_name -> gpreduce.v1.CGSettings
+	7,  // 6: gpreduce.v1.JobSpec.kmcg:type_name -> gpreduce.v1.KMCGSettings
+	8,  // 7: gpreduce.v1.JobSpec.auto:type_name -> gpreduce.v1.AutoSettings
+	1,  // 8: gpreduce.v1.Job.spec:type_name -> gpreduce.v1.JobSpec
+	0,  // 9: gpreduce.v1.Job.state:type_name -> gpreduce.v1.JobState
+	9,  // 10: gpreduce.v1.Job.hyperparameters:type_name -> gpreduce.v1.Hyperparameters
+	12, // 11: gpreduce.v1.Job.method_choice:type_name -> gpreduce.v1.MethodChoice
+	13, // 12: gpreduce.v1.Job.warnings:type_name -> gpreduce.v1.Warning
+	11, // 13: gpreduce.v1.Job.metrics:type_name -> gpreduce.v1.JobMetrics
+	9,  // 14: gpreduce.v1.JobMetrics.hyperparameters:type_name -> gpreduce.v1.Hyperparameters
+	12, // 15: gpreduce.v1.JobMetrics.method_choice:type_name -> gpreduce.v1.MethodChoice
+	13, // 16: gpreduce.v1.JobMetrics.warnings:type_name -> gpreduce.v1.Warning
+	1,  // 17: gpreduce.v1.SubmitJobRequest.spec:type_name -> gpreduce.v1.JobSpec
+	10, // 18: gpreduce.v1.ListJobsResponse.jobs:type_name -> gpreduce.v1.Job
+	0,  // 19: gpreduce.v1.JobEvent.state:type_name -> gpreduce.v1.JobState
+	39, // 20: gpreduce.v1.ListMembersResponse.members:type_name -> gpreduce.v1.Member
+	42, // 21: gpreduce.v1.ListWorkersResponse.workers:type_name -> gpreduce.v1.WorkerInfo
+	14, // 22: gpreduce.v1.Coordinator.SubmitJob:input_type -> gpreduce.v1.SubmitJobRequest
+	15, // 23: gpreduce.v1.Coordinator.GetJob:input_type -> gpreduce.v1.GetJobRequest
+	16, // 24: gpreduce.v1.Coordinator.ListJobs:input_type -> gpreduce.v1.ListJobsRequest
+	18, // 25: gpreduce.v1.Coordinator.CancelJob:input_type -> gpreduce.v1.CancelJobRequest
+	19, // 26: gpreduce.v1.Coordinator.DeleteJob:input_type -> gpreduce.v1.DeleteJobRequest
+	24, // 27: gpreduce.v1.Coordinator.WatchJob:input_type -> gpreduce.v1.WatchJobRequest
+	26, // 28: gpreduce.v1.Coordinator.Predict:input_type -> gpreduce.v1.PredictRequest
+	28, // 29: gpreduce.v1.Coordinator.GetModel:input_type -> gpreduce.v1.GetModelRequest
+	30, // 30: gpreduce.v1.Coordinator.RegisterWorker:input_type -> gpreduce.v1.RegisterWorkerRequest
+	32, // 31: gpreduce.v1.Coordinator.Heartbeat:input_type -> gpreduce.v1.HeartbeatRequest
+	34, // 32: gpreduce.v1.Coordinator.JoinCluster:input_type -> gpreduce.v1.JoinClusterRequest
+	36, // 33: gpreduce.v1.Coordinator.RemoveMember:input_type -> gpreduce.v1.RemoveMemberRequest
+	38, // 34: gpreduce.v1.Coordinator.ListMembers:input_type -> gpreduce.v1.ListMembersRequest
+	41, // 35: gpreduce.v1.Coordinator.ListWorkers:input_type -> gpreduce.v1.ListWorkersRequest
+	22, // 36: gpreduce.v1.Coordinator.ReadIndex:input_type -> gpreduce.v1.ReadIndexRequest
+	21, // 37: gpreduce.v1.Coordinator.GetBlob:input_type -> gpreduce.v1.GetBlobRequest
+	10, // 38: gpreduce.v1.Coordinator.SubmitJob:output_type -> gpreduce.v1.Job
+	10, // 39: gpreduce.v1.Coordinator.GetJob:output_type -> gpreduce.v1.Job
+	17, // 40: gpreduce.v1.Coordinator.ListJobs:output_type -> gpreduce.v1.ListJobsResponse
+	10, // 41: gpreduce.v1.Coordinator.CancelJob:output_type -> gpreduce.v1.Job
+	20, // 42: gpreduce.v1.Coordinator.DeleteJob:output_type -> gpreduce.v1.DeleteJobResponse
+	25, // 43: gpreduce.v1.Coordinator.WatchJob:output_type -> gpreduce.v1.JobEvent
+	27, // 44: gpreduce.v1.Coordinator.Predict:output_type -> gpreduce.v1.PredictResponse
+	29, // 45: gpreduce.v1.Coordinator.GetModel:output_type -> gpreduce.v1.ModelChunk
+	31, // 46: gpreduce.v1.Coordinator.RegisterWorker:output_type -> gpreduce.v1.RegisterWorkerResponse
+	33, // 47: gpreduce.v1.Coordinator.Heartbeat:output_type -> gpreduce.v1.HeartbeatResponse
+	35, // 48: gpreduce.v1.Coordinator.JoinCluster:output_type -> gpreduce.v1.JoinClusterResponse
+	37, // 49: gpreduce.v1.Coordinator.RemoveMember:output_type -> gpreduce.v1.RemoveMemberResponse
+	40, // 50: gpreduce.v1.Coordinator.ListMembers:output_type -> gpreduce.v1.ListMembersResponse
+	43, // 51: gpreduce.v1.Coordinator.ListWorkers:output_type -> gpreduce.v1.ListWorkersResponse
+	23, // 52: gpreduce.v1.Coordinator.ReadIndex:output_type -> gpreduce.v1.ReadIndexResponse
+	29, // 53: gpreduce.v1.Coordinator.GetBlob:output_type -> gpreduce.v1.ModelChunk
+	38, // [38:54] is the sub-list for method output_type
+	22, // [22:38] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_gpreduce_v1_coordinator_proto_init() }
@@ -2585,13 +3325,22 @@ func file_gpreduce_v1_coordinator_proto_init() {
 		return
 	}
 	file_gpreduce_v1_types_proto_init()
+	file_gpreduce_v1_coordinator_proto_msgTypes[0].OneofWrappers = []any{
+		(*JobSpec_Gl)(nil),
+		(*JobSpec_Rff)(nil),
+		(*JobSpec_Exact)(nil),
+		(*JobSpec_Grief)(nil),
+		(*JobSpec_Cg)(nil),
+		(*JobSpec_Kmcg)(nil),
+		(*JobSpec_Auto)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gpreduce_v1_coordinator_proto_rawDesc), len(file_gpreduce_v1_coordinator_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   36,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,98 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+
+	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
+)
+
+func newMembersCmd(e *env) *cobra.Command {
+	var cf clientFlags
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "members",
+		Short: "List the coordinators (raft members) and which one leads",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := cf.connect(e.log)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ms, err := listMembers(cmd.Context(), c)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				type member struct {
+					ID       string `json:"id"`
+					RaftAddr string `json:"raft_address"`
+					APIAddr  string `json:"api_address"`
+					Leader   bool   `json:"leader"`
+				}
+				out := []member{}
+				for _, m := range ms {
+					out = append(out, member{m.GetId(), m.GetRaftAddress(), m.GetApiAddress(), m.GetLeader()})
+				}
+				return json.NewEncoder(e.out).Encode(out)
+			}
+			tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tRAFT\tAPI\tLEADER")
+			for _, m := range ms {
+				l := ""
+				if m.GetLeader() {
+					l = "*"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.GetId(), m.GetRaftAddress(), m.GetApiAddress(), l)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
+	cf.register(cmd)
+	cmd.AddCommand(newMembersRemoveCmd(e))
+	return cmd
+}
+
+func newMembersRemoveCmd(e *env) *cobra.Command {
+	var cf clientFlags
+	cmd := &cobra.Command{
+		Use:   "remove ID",
+		Short: "Remove a coordinator from the raft configuration (for a member that is gone for good)",
+		Long: `members remove takes a coordinator out of the raft configuration, so the quorum no longer
+counts it: use it for a member whose machine is gone, before replacing it. Removing the
+leader makes it step down. Stop the removed member's process too; to bring it back, wipe its
+--data-dir and start it with --join.`,
+		Example: `  coordinator members remove c3`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.connect(e.log)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if _, err := call(cmd.Context(), c, func(ctx context.Context, cl pb.CoordinatorClient, opts ...grpc.CallOption) (*pb.RemoveMemberResponse, error) {
+				return cl.RemoveMember(ctx, &pb.RemoveMemberRequest{Id: args[0]}, opts...)
+			}); err != nil {
+				return fmt.Errorf("remove member %s: %w", args[0], err)
+			}
+			fmt.Fprintf(e.out, "member %s: removed\n", args[0])
+			return nil
+		},
+	}
+	cf.register(cmd)
+	return cmd
+}
+
+func listMembers(ctx context.Context, c *client) ([]*pb.Member, error) {
+	resp, err := call(ctx, c, func(ctx context.Context, cl pb.CoordinatorClient, opts ...grpc.CallOption) (*pb.ListMembersResponse, error) {
+		return cl.ListMembers(ctx, &pb.ListMembersRequest{}, opts...)
+	})
+	return resp.GetMembers(), err
+}

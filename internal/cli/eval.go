@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -458,7 +457,7 @@ func newEvalCmd(e *env) *cobra.Command {
 	var df dataFlags
 	var sf specFlags
 	var rf runFlags
-	var asJSON bool
+	var of outputFlags
 	var modelOut string
 	cmd := &cobra.Command{
 		Use:   "eval",
@@ -470,6 +469,10 @@ func newEvalCmd(e *env) *cobra.Command {
   coordinator eval --method cg --uci ../shared/data/uci/elevators --split 0 --truncation rr`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o, err := of.output()
+			if err != nil {
+				return err
+			}
 			spec, err := sf.spec()
 			if err != nil {
 				return err
@@ -485,7 +488,7 @@ func newEvalCmd(e *env) *cobra.Command {
 			}
 			var obs train.Observer
 			var pr *progress
-			if !asJSON {
+			if !o.structured() {
 				pr = newProgress(e.errOut, e.tty)
 				obs = pr.observe
 			}
@@ -502,24 +505,18 @@ func newEvalCmd(e *env) *cobra.Command {
 				}
 				r.ModelPath = modelOut
 			}
-			if asJSON {
-				enc := json.NewEncoder(e.out)
-				return enc.Encode(r)
-			}
-			printResult(e, r)
-			return nil
+			return o.print(e.out, r, func(w io.Writer) error { printResult(w, r); return nil })
 		},
 	}
 	df.register(cmd)
 	sf.register(cmd, train.Auto)
 	rf.register(cmd)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	of.register(cmd)
 	cmd.Flags().StringVar(&modelOut, "model-out", "", "also write the trained model to this file")
 	return cmd
 }
 
-func printResult(e *env, r *evalResult) {
-	w := e.out
+func printResult(w io.Writer, r *evalResult) {
 	fmt.Fprintf(w, "method      %s (kernel %s", r.Method, r.Kernel)
 	if r.Features > 0 {
 		fmt.Fprintf(w, ", %d features", r.Features)

@@ -510,6 +510,7 @@ func newEvalCmd(e *env) *cobra.Command {
 	}
 	df.register(cmd)
 	sf.register(cmd, train.Auto)
+	registerSpecCompletions(cmd)
 	rf.register(cmd)
 	of.register(cmd)
 	cmd.Flags().StringVar(&modelOut, "model-out", "", "also write the trained model to this file")

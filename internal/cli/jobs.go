@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -157,7 +156,8 @@ func newSubmitCmd(e *env) *cobra.Command {
 	var cf clientFlags
 	var sf specFlags
 	var f submitFlags
-	var wait, asJSON bool
+	var wait bool
+	var of outputFlags
 	cmd := &cobra.Command{
 		Use:   "submit (JOB.yaml | --data URI [flags])",
 		Short: "Submit a training job to a running cluster; --wait follows it to the end",
@@ -188,8 +188,11 @@ to stderr, prints the final status, and exits non-zero if the job failed or was 
   GPREDUCE_TOKEN=$(cat token) coordinator submit --data s3.csv --header --target y --lengthscale-bounds 0.2,2`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o, err := of.output()
+			if err != nil {
+				return err
+			}
 			var j *job
-			var err error
 			if len(args) == 1 {
 				var set []string
 				for _, n := range jobFlagNames {
@@ -198,14 +201,14 @@ to stderr, prints the final status, and exits non-zero if the job failed or was 
 					}
 				}
 				if len(set) > 0 {
-					return fmt.Errorf("%s cannot be combined with a job file: put the settings in %s", strings.Join(set, ", "), args[0])
+					return usageErrorf("%s cannot be combined with a job file: put the settings in %s", strings.Join(set, ", "), args[0])
 				}
 				if j, err = readJobFile(args[0]); err != nil {
 					return err
 				}
 			} else {
 				if f.data == "" {
-					return fmt.Errorf("give a job file (coordinator submit JOB.yaml) or the data (--data URI)")
+					return usageErrorf("give a job file (coordinator submit JOB.yaml) or the data (--data URI or --uci DIR)")
 				}
 				s, err := sf.spec()
 				if err != nil {
@@ -238,30 +241,26 @@ to stderr, prints the final status, and exits non-zero if the job failed or was 
 			}
 			e.log.Info().Str("job", sub.GetId()).Msg("submitted")
 			if !wait {
-				if asJSON {
-					return json.NewEncoder(e.out).Encode(newJobResult(sub))
-				}
-				fmt.Fprintln(e.out, sub.GetId())
-				return nil
+				return o.print(e.out, newJobResult(sub), func(w io.Writer) error {
+					_, err := fmt.Fprintln(w, sub.GetId())
+					return err
+				})
 			}
-			if !asJSON {
+			if !o.structured() {
 				fmt.Fprintln(e.out, sub.GetId())
 			}
 			final, err := followJob(ctx, e, c, sub.GetId())
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				if err := json.NewEncoder(e.out).Encode(newJobResult(final)); err != nil {
-					return err
-				}
-			} else {
-				printJob(e.out, final)
+			if err := o.print(e.out, newJobResult(final), func(w io.Writer) error { printJob(w, final); return nil }); err != nil {
+				return err
 			}
 			return jobOutcome(final)
 		},
 	}
 	sf.register(cmd, train.Auto)
+	registerSpecCompletions(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&f.data, "data", "", "data: a CSV path (made absolute), file:// or http(s):// URL, or a UCI dataset directory")
 	fl.StringVar(&f.format, "format", "csv", "data format: csv or uci")
@@ -273,19 +272,25 @@ to stderr, prints the final status, and exits non-zero if the job failed or was 
 	fl.IntVar(&f.timeout, "shard-timeout", 0, "seconds a round waits for a shard with no live worker before the job fails (default 300)")
 	fl.StringVar(&f.id, "id", "", "job ID (default: the coordinator chooses one); submitting an ID twice is an error")
 	fl.BoolVar(&wait, "wait", false, "follow the job until it finishes and print its final status")
-	fl.BoolVar(&asJSON, "json", false, "print the job (with --wait: its final status) as one JSON object")
+	of.register(cmd)
+	cmd.Flag("output").Usage = "print the job (with --wait: its final status) as a table, json or yaml"
 	cf.register(cmd)
 	return cmd
 }
 
 func newStatusCmd(e *env) *cobra.Command {
 	var cf clientFlags
-	var asJSON bool
+	var of outputFlags
 	cmd := &cobra.Command{
-		Use:   "status ID",
-		Short: "Show a job's state, progress and, once it succeeded, its hyperparameters and metrics",
-		Args:  cobra.ExactArgs(1),
+		Use:               "status ID",
+		Short:             "Show a job's state, progress and, once it succeeded, its hyperparameters and metrics",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeJobIDs(&cf, false),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o, err := of.output()
+			if err != nil {
+				return err
+			}
 			c, err := cf.connect(e.log)
 			if err != nil {
 				return err
@@ -295,64 +300,71 @@ func newStatusCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return json.NewEncoder(e.out).Encode(newJobResult(j))
-			}
-			printJob(e.out, j)
-			return nil
+			return o.print(e.out, newJobResult(j), func(w io.Writer) error { printJob(w, j); return nil })
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	of.register(cmd)
 	cf.register(cmd)
 	return cmd
 }
 
 func newJobsCmd(e *env) *cobra.Command {
 	var cf clientFlags
-	var asJSON bool
+	var of outputFlags
 	cmd := &cobra.Command{
 		Use:   "jobs",
 		Short: "List the cluster's jobs",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o, err := of.output()
+			if err != nil {
+				return err
+			}
 			c, err := cf.connect(e.log)
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			resp, err := call(cmd.Context(), c, func(ctx context.Context, cl pb.CoordinatorClient, opts ...grpc.CallOption) (*pb.ListJobsResponse, error) {
-				return cl.ListJobs(ctx, &pb.ListJobsRequest{}, opts...)
-			})
+			resp, err := listJobs(cmd.Context(), c)
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				out := make([]*jobResult, 0, len(resp.GetJobs()))
-				for _, j := range resp.GetJobs() {
-					out = append(out, newJobResult(j))
-				}
-				return json.NewEncoder(e.out).Encode(out)
-			}
-			tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tSTATE\tMETHOD\tITER\tOBJECTIVE\tAGE\tDATA")
+			out := make([]*jobResult, 0, len(resp.GetJobs()))
 			for _, j := range resp.GetJobs() {
-				r := newJobResult(j)
-				obj := "-"
-				if r.Iteration > 0 {
-					obj = fmt.Sprintf("%.6f", r.Objective)
-				}
-				method := r.Method
-				if r.ChosenMethod != "" {
-					method += "->" + r.ChosenMethod
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", r.ID, r.State, method, r.Iteration, r.MaxIter, obj, age(r.Created), r.Data)
+				out = append(out, newJobResult(j))
 			}
-			return tw.Flush()
+			return o.print(e.out, out, func(w io.Writer) error { return printJobTable(w, resp.GetJobs()) })
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
+	of.register(cmd)
 	cf.register(cmd)
 	return cmd
+}
+
+// listJobs asks the leader for every job.
+func listJobs(ctx context.Context, c *client) (*pb.ListJobsResponse, error) {
+	return call(ctx, c, func(ctx context.Context, cl pb.CoordinatorClient, opts ...grpc.CallOption) (*pb.ListJobsResponse, error) {
+		return cl.ListJobs(ctx, &pb.ListJobsRequest{}, opts...)
+	})
+}
+
+// printJobTable prints jobs as the table of `coordinator jobs`.
+func printJobTable(w io.Writer, jobs []*pb.Job) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tMETHOD\tITER\tOBJECTIVE\tAGE\tDATA")
+	for _, j := range jobs {
+		r := newJobResult(j)
+		obj := "-"
+		if r.Iteration > 0 {
+			obj = fmt.Sprintf("%.6f", r.Objective)
+		}
+		method := r.Method
+		if r.ChosenMethod != "" {
+			method += "->" + r.ChosenMethod
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", r.ID, r.State, method, r.Iteration, r.MaxIter, obj, age(r.Created), r.Data)
+	}
+	return tw.Flush()
 }
 
 // age is how long ago t was, rounded for a table.
@@ -372,13 +384,25 @@ func age(t time.Time) string {
 	return fmt.Sprintf("%dd", int(d.Hours()/24))
 }
 
+// jobState is what cancel and delete print per job.
+type jobState struct {
+	ID    string `json:"id"`
+	State string `json:"state"`
+}
+
 func newCancelCmd(e *env) *cobra.Command {
 	var cf clientFlags
+	var of outputFlags
 	cmd := &cobra.Command{
-		Use:   "cancel ID",
-		Short: "Cancel a pending or running job",
-		Args:  cobra.ExactArgs(1),
+		Use:               "cancel ID",
+		Short:             "Cancel a pending or running job",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeJobIDs(&cf, false),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o, err := of.output()
+			if err != nil {
+				return err
+			}
 			c, err := cf.connect(e.log)
 			if err != nil {
 				return err
@@ -390,16 +414,21 @@ func newCancelCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(e.out, "job %s: %s\n", j.GetId(), stateName(j.GetState()))
-			return nil
+			r := jobState{ID: j.GetId(), State: stateName(j.GetState())}
+			return o.print(e.out, r, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "job %s: %s\n", r.ID, r.State)
+				return err
+			})
 		},
 	}
+	of.register(cmd)
 	cf.register(cmd)
 	return cmd
 }
 
 func newDeleteCmd(e *env) *cobra.Command {
 	var cf clientFlags
+	var of outputFlags
 	cmd := &cobra.Command{
 		Use:   "delete ID...",
 		Short: "Delete finished jobs with their models, checkpoints and events from every coordinator",
@@ -410,8 +439,13 @@ refused: cancel it first. Nothing is deleted if any ID is unknown or unfinished.
 serve --retain-jobs and --retain-for delete finished jobs automatically.`,
 		Example: `  coordinator delete job-3f2a9c1b7d4e
   coordinator cancel j-42 && coordinator delete j-42`,
-		Args: cobra.MinimumNArgs(1),
+		Args:              cobra.MinimumNArgs(1),
+		ValidArgsFunction: completeJobIDs(&cf, true),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o, err := of.output()
+			if err != nil {
+				return err
+			}
 			c, err := cf.connect(e.log)
 			if err != nil {
 				return err
@@ -422,12 +456,21 @@ serve --retain-jobs and --retain-for delete finished jobs automatically.`,
 			}); err != nil {
 				return err
 			}
+			rs := []jobState{}
 			for _, id := range args {
-				fmt.Fprintf(e.out, "job %s: deleted\n", id)
+				rs = append(rs, jobState{ID: id, State: "deleted"})
 			}
-			return nil
+			return o.print(e.out, rs, func(w io.Writer) error {
+				for _, r := range rs {
+					if _, err := fmt.Fprintf(w, "job %s: %s\n", r.ID, r.State); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
 		},
 	}
+	of.register(cmd)
 	cf.register(cmd)
 	return cmd
 }

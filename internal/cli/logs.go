@@ -141,29 +141,40 @@ func watchJob(ctx context.Context, c *client, id string, show func(*pb.JobEvent)
 
 func newLogsCmd(e *env) *cobra.Command {
 	var cf clientFlags
-	var asJSON bool
+	var of outputFlags
 	cmd := &cobra.Command{
 		Use:   "logs ID",
 		Short: "Print a job's events (phases, optimizer iterations, state changes) until it finishes",
-		Args:  cobra.ExactArgs(1),
+		Long: `logs prints a job's events as they happen and returns when the job is finished: a line
+per event, or with -o json one JSON object per line, with -o yaml one YAML document per event.`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeJobIDs(&cf, false),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o, err := of.output()
+			if err != nil {
+				return err
+			}
 			c, err := cf.connect(e.log)
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			enc := json.NewEncoder(e.out)
+			var werr error
 			_, err = watchJob(cmd.Context(), c, args[0], func(ev *pb.JobEvent) {
-				if asJSON {
-					enc.Encode(newEventJSON(ev))
-					return
+				if werr == nil {
+					werr = o.item(e.out, newEventJSON(ev), func(w io.Writer) error {
+						_, err := fmt.Fprintln(w, formatEvent(ev))
+						return err
+					})
 				}
-				fmt.Fprintln(e.out, formatEvent(ev))
 			})
-			return err
+			if err != nil {
+				return err
+			}
+			return werr
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per event")
+	of.register(cmd)
 	cf.register(cmd)
 	return cmd
 }

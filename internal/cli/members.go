@@ -2,8 +2,8 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"io"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -14,12 +14,16 @@ import (
 
 func newMembersCmd(e *env) *cobra.Command {
 	var cf clientFlags
-	var asJSON bool
+	var of outputFlags
 	cmd := &cobra.Command{
 		Use:   "members",
 		Short: "List the coordinators (raft members) and which one leads",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o, err := of.output()
+			if err != nil {
+				return err
+			}
 			c, err := cf.connect(e.log)
 			if err != nil {
 				return err
@@ -29,39 +33,42 @@ func newMembersCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				type member struct {
-					ID       string `json:"id"`
-					RaftAddr string `json:"raft_address"`
-					APIAddr  string `json:"api_address"`
-					Leader   bool   `json:"leader"`
-				}
-				out := []member{}
-				for _, m := range ms {
-					out = append(out, member{m.GetId(), m.GetRaftAddress(), m.GetApiAddress(), m.GetLeader()})
-				}
-				return json.NewEncoder(e.out).Encode(out)
+			type member struct {
+				ID       string `json:"id"`
+				RaftAddr string `json:"raft_address"`
+				APIAddr  string `json:"api_address"`
+				Leader   bool   `json:"leader"`
 			}
-			tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tRAFT\tAPI\tLEADER")
+			out := []member{}
 			for _, m := range ms {
-				l := ""
-				if m.GetLeader() {
-					l = "*"
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.GetId(), m.GetRaftAddress(), m.GetApiAddress(), l)
+				out = append(out, member{m.GetId(), m.GetRaftAddress(), m.GetApiAddress(), m.GetLeader()})
 			}
-			return tw.Flush()
+			return o.print(e.out, out, func(w io.Writer) error { return printMembers(w, ms) })
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
+	of.register(cmd)
 	cf.register(cmd)
 	cmd.AddCommand(newMembersRemoveCmd(e))
 	return cmd
 }
 
+// printMembers prints the members as the table of `coordinator members`.
+func printMembers(w io.Writer, ms []*pb.Member) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tRAFT\tAPI\tLEADER")
+	for _, m := range ms {
+		l := ""
+		if m.GetLeader() {
+			l = "*"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.GetId(), m.GetRaftAddress(), m.GetApiAddress(), l)
+	}
+	return tw.Flush()
+}
+
 func newMembersRemoveCmd(e *env) *cobra.Command {
 	var cf clientFlags
+	var of outputFlags
 	cmd := &cobra.Command{
 		Use:   "remove ID",
 		Short: "Remove a coordinator from the raft configuration (for a member that is gone for good)",
@@ -72,6 +79,10 @@ leader makes it step down. Stop the removed member's process too; to bring it ba
 		Example: `  coordinator members remove c3`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o, err := of.output()
+			if err != nil {
+				return err
+			}
 			c, err := cf.connect(e.log)
 			if err != nil {
 				return err
@@ -82,10 +93,17 @@ leader makes it step down. Stop the removed member's process too; to bring it ba
 			}); err != nil {
 				return fmt.Errorf("remove member %s: %w", args[0], err)
 			}
-			fmt.Fprintf(e.out, "member %s: removed\n", args[0])
-			return nil
+			r := struct {
+				ID      string `json:"id"`
+				Removed bool   `json:"removed"`
+			}{args[0], true}
+			return o.print(e.out, r, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "member %s: removed\n", args[0])
+				return err
+			})
 		},
 	}
+	of.register(cmd)
 	cf.register(cmd)
 	return cmd
 }

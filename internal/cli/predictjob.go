@@ -34,14 +34,15 @@ func newClusterPredictCmd(e *env) *cobra.Command {
 With --job ID, the model of a finished cluster job predicts (the Predict RPC; give --addr and
 the token as for submit); with --header and no --columns the inputs are the job's columns.`
 	cmd.Example = `  coordinator predict --model gpreduce-demo.gpm --data X.csv --header --out preds.csv
-  coordinator predict --job j-42 --addr 10.0.0.5:7100 --data X.csv --out preds.csv`
+  coordinator predict --job j-42 --addr 10.0.0.5:7100 --data X.csv --out preds.csv
+  coordinator predict --model gpreduce-demo.gpm --data X.csv --header --out - | head`
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		modelPath, _ := cmd.Flags().GetString("model")
 		switch {
 		case jobID == "" && modelPath == "":
-			return fmt.Errorf("give --model FILE (a model on this machine) or --job ID (a cluster job's model)")
+			return usageErrorf("give --model FILE (a model on this machine) or --job ID (a cluster job's model)")
 		case jobID != "" && modelPath != "":
-			return fmt.Errorf("give --model or --job, not both")
+			return usageErrorf("give --model or --job, not both")
 		case jobID == "":
 			return local(cmd, args)
 		}
@@ -50,21 +51,22 @@ the token as for submit); with --header and no --columns the inputs are the job'
 		header, _ := cmd.Flags().GetBool("header")
 		columns, _ := cmd.Flags().GetString("columns")
 		if dataPath == "" || outPath == "" {
-			return fmt.Errorf("--data and --out are required")
+			return usageErrorf("--data and --out are required (--out - writes to stdout)")
 		}
 		c, err := cf.connect(e.log)
 		if err != nil {
 			return err
 		}
 		defer c.Close()
-		return predictJob(cmd.Context(), e.errOut, c, jobID, dataPath, outPath, header, columns)
+		return predictJob(cmd.Context(), e, c, jobID, dataPath, outPath, header, columns)
 	}
 	cmd.Flags().StringVar(&jobID, "job", "", "predict with the model of this cluster job")
+	_ = cmd.RegisterFlagCompletionFunc("job", completeJobIDs(&cf, false))
 	cf.register(cmd)
 	return cmd
 }
 
-func predictJob(ctx context.Context, errOut io.Writer, c *client, id, dataPath, outPath string, header bool, columns string) error {
+func predictJob(ctx context.Context, e *env, c *client, id, dataPath, outPath string, header bool, columns string) error {
 	opts := shard.CSVOptions{Header: header, NoTarget: true}
 	if columns != "" {
 		opts.Columns = strings.Split(columns, ",")
@@ -127,9 +129,9 @@ func predictJob(ctx context.Context, errOut io.Writer, c *client, id, dataPath, 
 		}
 	}
 	if p.NOutside > 0 {
-		fmt.Fprintf(errOut, "predict: %d of %d rows lie outside the domain of job %s's model, where its features alias; they are predicted by the prior and flagged in the outside_domain column\n", p.NOutside, x.N(), id)
+		fmt.Fprintf(e.errOut, "predict: %d of %d rows lie outside the domain of job %s's model, where its features alias; they are predicted by the prior and flagged in the outside_domain column\n", p.NOutside, x.N(), id)
 	}
-	return writePredictions(outPath, p)
+	return writePredictions(e.out, outPath, p)
 }
 
 // csvHeader returns the names in the first line of a CSV file.

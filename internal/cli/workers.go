@@ -2,8 +2,8 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"io"
 	"text/tabwriter"
 	"time"
 
@@ -15,12 +15,16 @@ import (
 
 func newWorkersCmd(e *env) *cobra.Command {
 	var cf clientFlags
-	var asJSON bool
+	var of outputFlags
 	cmd := &cobra.Command{
 		Use:   "workers",
 		Short: "List the live workers the leader knows",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o, err := of.output()
+			if err != nil {
+				return err
+			}
 			c, err := cf.connect(e.log)
 			if err != nil {
 				return err
@@ -32,32 +36,34 @@ func newWorkersCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				type worker struct {
-					ID            string    `json:"id"`
-					Address       string    `json:"address"`
-					Cores         int32     `json:"cores"`
-					LastHeartbeat time.Time `json:"last_heartbeat"`
-				}
-				out := []worker{}
-				for _, w := range resp.GetWorkers() {
-					out = append(out, worker{w.GetId(), w.GetAddress(), w.GetCores(), time.Unix(0, w.GetLastHeartbeatUnixNano()).UTC()})
-				}
-				return json.NewEncoder(e.out).Encode(out)
+			type worker struct {
+				ID            string    `json:"id"`
+				Address       string    `json:"address"`
+				Cores         int32     `json:"cores"`
+				LastHeartbeat time.Time `json:"last_heartbeat"`
 			}
-			tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tADDRESS\tCORES\tLAST HEARTBEAT")
+			out := []worker{}
 			for _, w := range resp.GetWorkers() {
-				hb := "-"
-				if ns := w.GetLastHeartbeatUnixNano(); ns > 0 {
-					hb = time.Since(time.Unix(0, ns)).Round(100*time.Millisecond).String() + " ago"
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", w.GetId(), w.GetAddress(), w.GetCores(), hb)
+				out = append(out, worker{w.GetId(), w.GetAddress(), w.GetCores(), time.Unix(0, w.GetLastHeartbeatUnixNano()).UTC()})
 			}
-			return tw.Flush()
+			return o.print(e.out, out, func(w io.Writer) error { return printWorkers(w, resp.GetWorkers()) })
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
+	of.register(cmd)
 	cf.register(cmd)
 	return cmd
+}
+
+// printWorkers prints the workers as the table of `coordinator workers`.
+func printWorkers(w io.Writer, workers []*pb.WorkerInfo) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tADDRESS\tCORES\tLAST HEARTBEAT")
+	for _, w := range workers {
+		hb := "-"
+		if ns := w.GetLastHeartbeatUnixNano(); ns > 0 {
+			hb = time.Since(time.Unix(0, ns)).Round(100*time.Millisecond).String() + " ago"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", w.GetId(), w.GetAddress(), w.GetCores(), hb)
+	}
+	return tw.Flush()
 }

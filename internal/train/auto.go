@@ -10,6 +10,11 @@ import (
 // Auto is the method name that lets Run choose the method from the data (chooseMethod).
 const Auto = "auto"
 
+// MethodNames returns the names of the training methods, sorted ("auto", the default
+// choice, is not a method). It is the list the CLI completes --method with; the method
+// registry (train.Methods) replaces it.
+func MethodNames() []string { return []string{"cg", "exact", "gl", "grief", "kmcg", "rff"} }
+
 // AutoMaxGLDim is the largest input dimension for which auto considers gl: the tensor grid
 // has prod_k s_k features, exponential in d (digest 000 §6).
 const AutoMaxGLDim = 3

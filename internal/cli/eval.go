@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"math/rand/v2"
 	"os"
 	"runtime"
 	"slices"
@@ -37,9 +36,6 @@ type dataFlags struct {
 	trainRows int
 }
 
-// trainRowsStream seeds the --train-rows sample.
-const trainRowsStream = 0x74726f7773
-
 func (f *dataFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.uci, "uci", "", "UCI dataset directory (data.csv.gz and test_mask.csv.gz)")
@@ -68,21 +64,9 @@ func (f *dataFlags) load(ctx context.Context, rf runFlags) (trainData, *shard.Ta
 		return trainData{}, nil, err
 	}
 	if f.trainRows > 0 && f.trainRows < td.all.N() {
-		td, err = rf.cut(sampleRows(td.all, f.trainRows))
+		td, err = rf.cut(shard.SampleRows(td.all, f.trainRows))
 	}
 	return td, te, err
-}
-
-// sampleRows returns k rows of t drawn without replacement by a fixed stream, in file order.
-func sampleRows(t *shard.Table, k int) *shard.Table {
-	idx := rand.New(rand.NewPCG(trainRowsStream, 0)).Perm(t.N())[:k]
-	slices.Sort(idx)
-	out := &shard.Table{Source: t.Source, Columns: t.Columns, Target: t.Target, D: t.D, X: make([]float64, 0, k*t.D), Y: make([]float64, 0, k)}
-	for _, i := range idx {
-		out.X = append(out.X, t.Row(i)...)
-		out.Y = append(out.Y, t.Y[i])
-	}
-	return out
 }
 
 // read reads the training and test rows. Training rows from a CSV file are cut into k
@@ -303,7 +287,10 @@ type runFlags struct {
 
 func (f *runFlags) register(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&f.shards, "shards", 0, fmt.Sprintf("number of shards (fixed per job; default: one per %d rows)", rowsPerShard))
-	cmd.Flags().IntVar(&f.workers, "workers", runtime.NumCPU(), "goroutines running shard tasks (never changes the result)")
+	cmd.Flags().IntVar(&f.workers, "cores", runtime.NumCPU(), "shard tasks run at once (never changes the result)")
+	// --workers was the name before worker serve's --cores became the one name.
+	cmd.Flags().IntVar(&f.workers, "workers", runtime.NumCPU(), "shard tasks run at once")
+	_ = cmd.Flags().MarkDeprecated("workers", "use --cores")
 }
 
 // rowsPerShard sets the default shard count, which depends only on the row count.

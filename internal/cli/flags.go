@@ -2,6 +2,10 @@ package cli
 
 import (
 	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/pflag"
@@ -26,4 +30,57 @@ func ServeFlags(program string) (*pflag.FlagSet, error) {
 	fs.String("log-level", "", "log level")
 	fs.String("log-format", "", "log format")
 	return fs, nil
+}
+
+// secondsDuration is a duration flag that also takes a bare number of seconds, the form of
+// the timeout flags that used to be integers (--shard-timeout 300); the unit-less form is
+// deprecated and warns on stderr.
+type secondsDuration struct {
+	d    *time.Duration
+	name string
+	warn io.Writer
+}
+
+func (s *secondsDuration) String() string {
+	if s.d == nil {
+		return "0s"
+	}
+	return s.d.String()
+}
+
+func (s *secondsDuration) Set(v string) error {
+	v = strings.TrimSpace(v)
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n < 0 || n > 1<<30 {
+			return fmt.Errorf("%d seconds is out of range", n)
+		}
+		if s.warn != nil {
+			fmt.Fprintf(s.warn, "Flag --%s: a number of seconds without a unit is deprecated; write %ds\n", s.name, n)
+		}
+		*s.d = time.Duration(n) * time.Second
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return fmt.Errorf("%q is not a duration: write e.g. 90s, 5m or 1h", v)
+	}
+	*s.d = d
+	return nil
+}
+
+func (s *secondsDuration) Type() string { return "duration" }
+
+// secondsDurationVar defines a duration flag on fs that also accepts bare seconds (see
+// secondsDuration); warn receives the deprecation notice.
+func secondsDurationVar(fs *pflag.FlagSet, p *time.Duration, name string, def time.Duration, usage string, warn io.Writer) {
+	*p = def
+	fs.Var(&secondsDuration{d: p, name: name, warn: warn}, name, usage)
+}
+
+// wholeSeconds converts the duration of flag to whole seconds, as job specs carry them.
+func wholeSeconds(flag string, d time.Duration) (int, error) {
+	if d < 0 || d%time.Second != 0 || d > (1<<30)*time.Second {
+		return 0, usageErrorf("--%s %s: give a whole number of seconds, at least 0s", flag, d)
+	}
+	return int(d / time.Second), nil
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 
-	"github.com/gpreduce/gpreduce/internal/shard"
 	"github.com/gpreduce/gpreduce/internal/train"
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
@@ -137,14 +136,6 @@ func getJob(ctx context.Context, c *client, id string) (*pb.Job, error) {
 	return j, err
 }
 
-// submitFlags are submit's data and job flags (the method's flags are specFlags).
-type submitFlags struct {
-	data, format, target, columns string
-	split, shards, timeout        int
-	header                        bool
-	id                            string
-}
-
 // jobFlagNames are the flags that describe a job, which a job file replaces.
 var jobFlagNames = []string{"method", "kernel", "seed", "lengthscale-bounds", "signal-variance-bounds", "noise-variance-bounds",
 	"max-iter", "features", "max-features", "nodes-per-dim", "gl-box", "exact-max-rows",
@@ -184,7 +175,8 @@ when the workers share this machine's files.
 With --wait, submit streams the job's progress (a bar on a terminal, JSON lines otherwise)
 to stderr, prints the final status, and exits non-zero if the job failed or was canceled.`,
 		Example: `  coordinator submit job.yaml --addr 10.0.0.5:7100 --wait
-  coordinator submit --method gl --data ../shared/data/uci/yacht --format uci --split 0 --shards 4 --wait
+  coordinator submit --method exact --uci testdata/uci/toy --split 0 --shards 4 --wait
+  coordinator submit --data train.csv --header --train-rows 500 --shard-timeout 2m
   GPREDUCE_TOKEN=$(cat token) coordinator submit --data s3.csv --header --target y --lengthscale-bounds 0.2,2`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -200,6 +192,7 @@ to stderr, prints the final status, and exits non-zero if the job failed or was 
 						set = append(set, "--"+n)
 					}
 				}
+				set = append(set, f.withJobFile(cmd)...)
 				if len(set) > 0 {
 					return usageErrorf("%s cannot be combined with a job file: put the settings in %s", strings.Join(set, ", "), args[0])
 				}
@@ -207,18 +200,18 @@ to stderr, prints the final status, and exits non-zero if the job failed or was 
 					return err
 				}
 			} else {
-				if f.data == "" {
+				if !f.given() {
 					return usageErrorf("give a job file (coordinator submit JOB.yaml) or the data (--data URI or --uci DIR)")
 				}
 				s, err := sf.spec()
 				if err != nil {
 					return err
 				}
-				src := shard.Source{URI: f.data, Format: f.format, Split: f.split, Header: f.header, Target: f.target}
-				if f.columns != "" {
-					src.Columns = strings.Split(f.columns, ",")
+				src, timeoutSec, err := f.source()
+				if err != nil {
+					return err
 				}
-				spec, err := buildJobSpec(s, src, f.shards, f.timeout, ".", flagNames)
+				spec, err := buildJobSpec(s, src, f.shards, timeoutSec, ".", flagNames)
 				if err != nil {
 					return err
 				}
@@ -261,16 +254,8 @@ to stderr, prints the final status, and exits non-zero if the job failed or was 
 	}
 	sf.register(cmd, train.Auto)
 	registerSpecCompletions(cmd)
+	f.register(cmd, e.errOut)
 	fl := cmd.Flags()
-	fl.StringVar(&f.data, "data", "", "data: a CSV path (made absolute), file:// or http(s):// URL, or a UCI dataset directory")
-	fl.StringVar(&f.format, "format", "csv", "data format: csv or uci")
-	fl.IntVar(&f.split, "split", 0, "uci: split 0-9 (its training rows)")
-	fl.BoolVar(&f.header, "header", false, "csv: the file has a header line")
-	fl.StringVar(&f.target, "target", "", "csv: target column, header name or 0-based index (default: the last column)")
-	fl.StringVar(&f.columns, "columns", "", "csv: input columns, comma-separated names or 0-based indices (default: all but the target)")
-	fl.IntVar(&f.shards, "shards", 0, "number of shards, fixed for the job (default: automatic, from the data size)")
-	fl.IntVar(&f.timeout, "shard-timeout", 0, "seconds a round waits for a shard with no live worker before the job fails (default 300)")
-	fl.StringVar(&f.id, "id", "", "job ID (default: the coordinator chooses one); submitting an ID twice is an error")
 	fl.BoolVar(&wait, "wait", false, "follow the job until it finishes and print its final status")
 	of.register(cmd)
 	cmd.Flag("output").Usage = "print the job (with --wait: its final status) as a table, json or yaml"

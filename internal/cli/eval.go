@@ -385,7 +385,11 @@ func evaluate(ctx context.Context, spec train.Spec, td trainData, te *shard.Tabl
 	if err != nil {
 		return nil, nil, err
 	}
-	r, err := score(m, tr, te, len(eng.Shards()), rf.workers, time.Since(t0).Seconds())
+	trainSec := time.Since(t0).Seconds()
+	if obs != nil {
+		obs(train.Event{Phase: "predict", Message: fmt.Sprintf("%d test rows", te.N())})
+	}
+	r, err := score(m, tr, te, len(eng.Shards()), rf.workers, trainSec)
 	return r, m, err
 }
 

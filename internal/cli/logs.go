@@ -65,7 +65,7 @@ func trainEvent(ev *pb.JobEvent) train.Event {
 	if phase == "" || phase == "state" {
 		phase = "job"
 	}
-	if msg == "" && phase != "optimize" {
+	if msg == "" && !(ev.GetMaxIter() > 0 && ev.GetIteration() > 0) {
 		msg = "job " + stateName(ev.GetState())
 	}
 	return train.Event{Phase: phase, Iteration: int(ev.GetIteration()), MaxIter: int(ev.GetMaxIter()), Objective: ev.GetObjective(), Message: msg}
@@ -186,8 +186,11 @@ func formatEvent(ev *pb.JobEvent) string {
 	if ev.GetPhase() != "" {
 		fmt.Fprintf(&b, "  %-8s", ev.GetPhase())
 	}
-	if ev.GetPhase() == "optimize" {
-		fmt.Fprintf(&b, "  iteration %d/%d  -log p(y)/n = %.6f", ev.GetIteration(), ev.GetMaxIter(), ev.GetObjective())
+	if ev.GetMaxIter() > 0 && ev.GetIteration() > 0 {
+		fmt.Fprintf(&b, "  iteration %d/%d", ev.GetIteration(), ev.GetMaxIter())
+		if ev.GetObjective() != 0 {
+			fmt.Fprintf(&b, "  -log p(y)/n = %.6f", ev.GetObjective())
+		}
 	}
 	if ev.GetMessage() != "" {
 		b.WriteString("  " + ev.GetMessage())

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpreduce/gpreduce/internal/model"
 	"github.com/gpreduce/gpreduce/internal/shard"
+	"github.com/gpreduce/gpreduce/internal/train"
 )
 
 func newPredictCmd(e *env) *cobra.Command {
@@ -54,7 +55,12 @@ the box, 0 inside); those rows get the prior mean and variance, and stderr says 
 			if x.D != m.D {
 				return fmt.Errorf("%s has %d input columns; the model was trained on %d (%s)", dataPath, x.D, m.D, strings.Join(m.Columns, ","))
 			}
+			pr := newProgress(e.errOut, e.tty)
+			if e.tty {
+				pr.observe(train.Event{Phase: "predict", Message: fmt.Sprintf("%d rows with the %s model", x.N(), m.Method)})
+			}
 			p, err := m.Predict(x.X, x.N())
+			pr.done()
 			if err != nil {
 				return err
 			}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpreduce/gpreduce/internal/model"
 	"github.com/gpreduce/gpreduce/internal/shard"
+	"github.com/gpreduce/gpreduce/internal/train"
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
 
@@ -96,8 +97,14 @@ func predictJob(ctx context.Context, e *env, c *client, id, dataPath, outPath st
 	var mean, lat, noisy []float64
 	var outside []bool
 	per := max(1, predictValuesPerCall/x.D)
+	pr := newProgress(e.errOut, e.tty)
+	defer pr.done()
+	calls := (x.N() + per - 1) / per
 	for lo := 0; lo < x.N(); lo += per {
 		hi := min(x.N(), lo+per)
+		if e.tty {
+			pr.observe(train.Event{Phase: "predict", Iteration: lo/per + 1, MaxIter: calls, Message: fmt.Sprintf("rows %d-%d of %d", lo+1, hi, x.N())})
+		}
 		resp, err := call(ctx, c, func(ctx context.Context, cl pb.CoordinatorClient, opts ...grpc.CallOption) (*pb.PredictResponse, error) {
 			return cl.Predict(ctx, &pb.PredictRequest{JobId: id, D: int32(x.D), X: x.X[lo*x.D : hi*x.D]}, opts...)
 		})

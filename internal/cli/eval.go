@@ -290,7 +290,7 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&f.workers, "cores", runtime.NumCPU(), "shard tasks run at once (never changes the result)")
 	// --workers was the name before worker serve's --cores became the one name.
 	cmd.Flags().IntVar(&f.workers, "workers", runtime.NumCPU(), "shard tasks run at once")
-	_ = cmd.Flags().MarkDeprecated("workers", "use --cores")
+	deprecatedAlias(cmd, "workers", "cores")
 }
 
 // rowsPerShard sets the default shard count, which depends only on the row count.

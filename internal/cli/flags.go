@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
 
@@ -30,6 +31,25 @@ func ServeFlags(program string) (*pflag.FlagSet, error) {
 	fs.String("log-level", "", "log level")
 	fs.String("log-format", "", "log format")
 	return fs, nil
+}
+
+// aliasAnnotation marks a flag as the deprecated alias of the flag it names.
+const aliasAnnotation = "gpreduce-deprecated-alias"
+
+// deprecatedAlias hides flag old of cmd, an old name of flag use that still works; using it
+// prints a notice (warnDeprecated).
+func deprecatedAlias(cmd *cobra.Command, old, use string) {
+	_ = cmd.Flags().MarkHidden(old)
+	_ = cmd.Flags().SetAnnotation(old, aliasAnnotation, []string{use})
+}
+
+// warnDeprecated writes a notice to w for each deprecated alias set on cmd's command line.
+func warnDeprecated(cmd *cobra.Command, w io.Writer) {
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		if use, ok := f.Annotations[aliasAnnotation]; ok && len(use) == 1 {
+			fmt.Fprintf(w, "Flag --%s is deprecated: use --%s\n", f.Name, use[0])
+		}
+	})
 }
 
 // secondsDuration is a duration flag that also takes a bare number of seconds, the form of

@@ -24,7 +24,8 @@ type progress struct {
 	open       bool // a status line is drawn on the current line
 	phase      string
 	phaseStart time.Time
-	iterBase   int // iterations done when the phase's first iteration event came
+	iterBase   int       // the phase's first iteration event's iteration (-1: none yet)
+	iterStart  time.Time // and when it came
 	status     func(elapsed time.Duration) string
 
 	tick *time.Ticker
@@ -82,7 +83,7 @@ func (p *progress) observe(ev train.Event) {
 		return
 	}
 	if p.iterBase < 0 {
-		p.iterBase = ev.Iteration - 1
+		p.iterBase, p.iterStart = ev.Iteration, now
 	}
 	if !p.tty {
 		if ev.Iteration%10 == 0 || ev.Iteration == 1 || ev.Iteration == ev.MaxIter || ev.Message != "" {
@@ -90,7 +91,7 @@ func (p *progress) observe(ev train.Event) {
 		}
 		return
 	}
-	ev0, base, start := ev, p.iterBase, p.phaseStart
+	ev0, base, start := ev, p.iterBase, p.iterStart
 	p.status = func(el time.Duration) string {
 		const width = 30
 		done := min(width, width*ev0.Iteration/ev0.MaxIter)

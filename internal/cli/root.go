@@ -39,7 +39,8 @@ print take -o table|json|yaml (--json is -o json).
 ` + exitCodesHelp,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		PersistentPreRunE: func(*cobra.Command, []string) error {
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			warnDeprecated(cmd, stderr)
 			log, err := lf.logger(stderr, e.tty)
 			e.log = log
 			return err

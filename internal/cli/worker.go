@@ -38,7 +38,8 @@ shards of the jobs' data and runs their map tasks.
 ` + exitCodesHelp,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		PersistentPreRunE: func(*cobra.Command, []string) error {
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			warnDeprecated(cmd, stderr)
 			l, err := lf.logger(stderr, tty)
 			log = l
 			return err

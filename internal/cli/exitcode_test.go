@@ -143,3 +143,34 @@ func TestWorkerExitCodes(t *testing.T) {
 		}
 	}
 }
+
+// TestMembersRemoveProvesRaftSecret: on a cluster with a raft secret, members remove without
+// the secret is an authentication failure (exit 4); with --raft-secret-file the coordinator
+// accepts the proof and answers the request itself.
+func TestMembersRemoveProvesRaftSecret(t *testing.T) {
+	dir := t.TempDir()
+	tokenFile, secretFile := filepath.Join(dir, "token"), filepath.Join(dir, "raft.secret")
+	if err := os.WriteFile(tokenFile, []byte(testToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(secretFile, []byte("0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	api, raftAddr := deadAddr(t), deadAddr(t)
+	serveInBackground(t, "--id", "s0", "--api-addr", api, "--raft-addr", raftAddr, "--data-dir", filepath.Join(dir, "data"),
+		"--token-file", tokenFile, "--raft-secret-file", secretFile, "--bootstrap",
+		"--raft-heartbeat-timeout", "200ms", "--raft-election-timeout", "200ms")
+	conn := []string{"--addr", api, "--token", testToken, "--leader-wait", "20s"}
+	if code, _, errOut := run(t, append([]string{"members"}, conn...)...); code != 0 {
+		t.Fatalf("members: exit %d: %s", code, errOut)
+	}
+	code, _, errOut := run(t, append([]string{"members", "remove", "ghost"}, conn...)...)
+	if code != ExitAuth || !strings.Contains(errOut, "raft secret") {
+		t.Errorf("members remove without the secret: exit %d (want %d): %s", code, ExitAuth, errOut)
+	}
+	code, _, errOut = run(t, append([]string{"members", "remove", "ghost", "--raft-secret-file", secretFile}, conn...)...)
+	t.Logf("members remove ghost with the secret: exit %d: %s", code, errOut)
+	if code == ExitAuth || strings.Contains(errOut, "proof") {
+		t.Errorf("members remove with the secret: exit %d: %s", code, errOut)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 
+	"github.com/gpreduce/gpreduce/internal/coordinator"
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
 
@@ -69,17 +70,26 @@ func printMembers(w io.Writer, ms []*pb.Member) error {
 func newMembersRemoveCmd(e *env) *cobra.Command {
 	var cf clientFlags
 	var of outputFlags
+	var secretFile string
 	cmd := &cobra.Command{
 		Use:   "remove ID",
 		Short: "Remove a coordinator from the raft configuration (for a member that is gone for good)",
 		Long: `members remove takes a coordinator out of the raft configuration, so the quorum no longer
 counts it: use it for a member whose machine is gone, before replacing it. Removing the
 leader makes it step down. Stop the removed member's process too; to bring it back, wipe its
---data-dir and start it with --join.`,
-		Example: `  coordinator members remove c3`,
+--data-dir and start it with --join.
+
+A cluster with a raft secret (serve --raft-secret-file, or env ` + raftSecretEnv + `) changes its
+membership only for a caller that proves the secret: give the members' --raft-secret-file
+(or set ` + raftSecretEnv + `) as well as the API token.`,
+		Example: `  coordinator members remove c3 --raft-secret-file raft.secret`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o, err := of.output()
+			if err != nil {
+				return err
+			}
+			secret, err := tokenFrom(secretFile, raftSecretEnv, "--raft-secret-file")
 			if err != nil {
 				return err
 			}
@@ -89,6 +99,7 @@ leader makes it step down. Stop the removed member's process too; to bring it ba
 			}
 			defer c.Close()
 			if _, err := call(cmd.Context(), c, func(ctx context.Context, cl pb.CoordinatorClient, opts ...grpc.CallOption) (*pb.RemoveMemberResponse, error) {
+				ctx = coordinator.WithRemoveMemberProof(ctx, []byte(secret), args[0])
 				return cl.RemoveMember(ctx, &pb.RemoveMemberRequest{Id: args[0]}, opts...)
 			}); err != nil {
 				return fmt.Errorf("remove member %s: %w", args[0], err)
@@ -103,6 +114,7 @@ leader makes it step down. Stop the removed member's process too; to bring it ba
 			})
 		},
 	}
+	cmd.Flags().StringVar(&secretFile, "raft-secret-file", "", "file holding the members' raft secret (default: env "+raftSecretEnv+")")
 	of.register(cmd)
 	cf.register(cmd)
 	return cmd

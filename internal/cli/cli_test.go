@@ -145,8 +145,12 @@ func TestBadInput(t *testing.T) {
 			}
 			args = append(args, c.extra...)
 			code, _, errOut := run(t, args...)
-			if code != 1 {
-				t.Fatalf("exit %d, want 1; stderr: %s", code, errOut)
+			want := ExitError
+			if c.name == "missing file" {
+				want = ExitNotFound
+			}
+			if code != want {
+				t.Fatalf("exit %d, want %d; stderr: %s", code, want, errOut)
 			}
 			for _, w := range c.want {
 				if !strings.Contains(errOut, w) {

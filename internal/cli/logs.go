@@ -65,7 +65,7 @@ func trainEvent(ev *pb.JobEvent) train.Event {
 	if phase == "" || phase == "state" {
 		phase = "job"
 	}
-	if msg == "" && !(ev.GetMaxIter() > 0 && ev.GetIteration() > 0) {
+	if msg == "" && phase == "job" {
 		msg = "job " + stateName(ev.GetState())
 	}
 	return train.Event{Phase: phase, Iteration: int(ev.GetIteration()), MaxIter: int(ev.GetMaxIter()), Objective: ev.GetObjective(), Message: msg}

@@ -298,10 +298,14 @@ func TestProgress(t *testing.T) {
 		p.observe(train.Event{Phase: "sample", Iteration: i, MaxIter: 40, Objective: 1.5})
 	}
 	p.observe(train.Event{Phase: "fit"})
+	// MALA's events come every 50 iterations: every tenth event is shown, not every one.
+	for i := 1050; i <= 10000; i += 50 {
+		p.observe(train.Event{Phase: "mala", Iteration: i, MaxIter: 10000, Objective: 0.5})
+	}
 	p.done()
 	lines := strings.Split(strings.TrimRight(buf.String(), "\n"), "\n")
-	if len(lines) != 6 {
-		t.Errorf("%d lines, want the message and iterations 1, 10, 20, 30, 40:\n%s", len(lines), buf.String())
+	if len(lines) != 6+19 {
+		t.Errorf("%d lines, want the message, iterations 1, 10, 20, 30, 40 and 19 of 180 MALA events (the first, every tenth):\n%s", len(lines), buf.String())
 	}
 	for _, l := range lines {
 		if strings.TrimSpace(l) == "sample" || strings.TrimSpace(l) == "fit" || strings.TrimSpace(l) == "" {

@@ -14,7 +14,8 @@ import (
 // elapsed time and an estimate of the time left for phases that count iterations (start
 // search restarts, optimizer iterations, MCMC samples), and the elapsed time of the running
 // phase for the others (fit, predict, data passes); a phase's message lines stay above it.
-// Otherwise it writes one line per event (iterations every tenth, to keep logs short).
+// Otherwise it writes one line per event (of iteration events, every tenth, to keep logs
+// short).
 type progress struct {
 	mu  sync.Mutex
 	w   io.Writer
@@ -26,6 +27,7 @@ type progress struct {
 	phaseStart time.Time
 	iterBase   int       // the phase's first iteration event's iteration (-1: none yet)
 	iterStart  time.Time // and when it came
+	iterEvents int       // the phase's iteration events so far
 	status     func(elapsed time.Duration) string
 
 	tick *time.Ticker
@@ -68,7 +70,7 @@ func (p *progress) observe(ev train.Event) {
 	defer p.mu.Unlock()
 	now := p.now()
 	if ev.Phase != p.phase || p.phaseStart.IsZero() {
-		p.phase, p.phaseStart, p.iterBase, p.status = ev.Phase, now, -1, nil
+		p.phase, p.phaseStart, p.iterBase, p.iterEvents, p.status = ev.Phase, now, -1, 0, nil
 	}
 	if !iterative(ev) {
 		if ev.Message == "" {
@@ -85,8 +87,10 @@ func (p *progress) observe(ev train.Event) {
 	if p.iterBase < 0 {
 		p.iterBase, p.iterStart = ev.Iteration, now
 	}
+	p.iterEvents++
 	if !p.tty {
-		if ev.Iteration%10 == 0 || ev.Iteration == 1 || ev.Iteration == ev.MaxIter || ev.Message != "" {
+		// The first, every tenth and the last event of the phase, and those with a message.
+		if n := p.iterEvents; n == 1 || n%10 == 0 || ev.Iteration == ev.MaxIter || ev.Message != "" {
 			fmt.Fprintf(p.w, "%-9s iteration %d/%d%s\n", ev.Phase, ev.Iteration, ev.MaxIter, detail(ev))
 		}
 		return

@@ -62,8 +62,8 @@ type secondsDuration struct {
 }
 
 func (s *secondsDuration) String() string {
-	if s.d == nil {
-		return "0s"
+	if s.d == nil || *s.d == 0 {
+		return "0" // pflag's help shows no default for "0"
 	}
 	return s.d.String()
 }

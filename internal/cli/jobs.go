@@ -175,7 +175,7 @@ when the workers share this machine's files.
 With --wait, submit streams the job's progress (a bar on a terminal, JSON lines otherwise)
 to stderr, prints the final status, and exits non-zero if the job failed or was canceled.`,
 		Example: `  coordinator submit job.yaml --addr 10.0.0.5:7100 --wait
-  coordinator submit --method exact --uci testdata/uci/toy --split 0 --shards 4 --wait
+  coordinator submit --method exact --uci testdata/uci/yacht --split 0 --shards 4 --wait
   coordinator submit --data train.csv --header --train-rows 500 --shard-timeout 2m
   GPREDUCE_TOKEN=$(cat token) coordinator submit --data s3.csv --header --target y --lengthscale-bounds 0.2,2`,
 		Args: cobra.MaximumNArgs(1),

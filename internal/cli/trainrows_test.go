@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,7 +62,19 @@ func TestSubmitTrainRowsEqualsEval(t *testing.T) {
 	if code, _, errOut := run(t, append([]string{"model", "get", "sampled", "--out", cluster}, conn...)...); code != 0 {
 		t.Fatalf("model get: exit %d: %s", code, errOut)
 	}
+	legacy := filepath.Join(dir, "legacy.gpm")
+	if code, _, errOut := run(t, append([]string{"model", "sampled", "--out", legacy}, conn...)...); code != 0 {
+		t.Fatalf("model ID --out: exit %d: %s", code, errOut)
+	}
+	code, shown, errOut := run(t, append([]string{"model", "show", "sampled", "-o", "json"}, conn...)...)
+	var d modelDescription
+	if err := json.Unmarshal([]byte(shown), &d); code != 0 || err != nil || d.NTrain != 150 || d.Source != "job sampled" {
+		t.Errorf("model show of the job: exit %d, %v: %+v %s", code, err, d, errOut)
+	}
 	a, _ := os.ReadFile(local)
+	if c, _ := os.ReadFile(legacy); !bytes.Equal(a, c) {
+		t.Error("model ID --out wrote another model than model get")
+	}
 	b, _ := os.ReadFile(cluster)
 	if len(a) == 0 || !bytes.Equal(a, b) {
 		_, da, _ := run(t, "model", "show", local)

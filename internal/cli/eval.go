@@ -453,11 +453,11 @@ func newEvalCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "eval",
 		Short: "Train a method on training data and report RMSE, NLL, 95% coverage and times on test data",
-		Example: `  coordinator eval --method gl --uci ../shared/data/uci/yacht --split 0 --lengthscale-bounds 0.2,2
-  coordinator eval --method exact --uci ../shared/data/uci/servo --split 3 --json
-  coordinator eval --uci ../shared/data/uci/kin40k --split 0     # --method auto: prints its choice
-  coordinator eval --method gl --data maunaloa_co2.csv --header --test-tail 0.1
-  coordinator eval --method cg --uci ../shared/data/uci/elevators --split 0 --truncation rr`,
+		Example: `  coordinator eval --method gl --uci testdata/uci/yacht --split 0 --lengthscale-bounds 0.2,2
+  coordinator eval --method exact --uci testdata/uci/servo --split 3 -o json
+  coordinator eval --uci testdata/uci/concrete --split 0     # --method auto: prints its choice
+  coordinator eval --method gl --data internal/cli/testdata/maunaloa_co2.csv --header --test-tail 0.1
+  coordinator eval --method cg --uci testdata/uci/concrete --split 0 --truncation rr --train-rows 500`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o, err := of.output()

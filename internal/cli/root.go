@@ -57,12 +57,14 @@ print take -o table|json|yaml (--json is -o json).
 // runRoot runs root with args and turns its outcome into an exit code, printing the error,
 // prefixed by the program name, to stderr.
 func runRoot(ctx context.Context, root *cobra.Command, args []string, stdout, stderr io.Writer) int {
-	root.InitDefaultHelpCmd()
-	root.InitDefaultCompletionCmd(args...)
-	markUsageErrors(root)
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
+	// The help and completion commands, which cobra adds itself, now (they capture the output
+	// streams), so that markUsageErrors covers them too.
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd(args...)
+	markUsageErrors(root)
 	err := root.ExecuteContext(ctx)
 	code := exitCode(err)
 	if err != nil && ctx.Err() != nil {

@@ -169,8 +169,11 @@ errors), or flags: the method's flags are those of eval, the data is --data with
     columns: [a, b]
   shards: 8
 
-Paths are read by the workers: a relative path is made absolute here, so it only works
-when the workers share this machine's files.
+The data flags are eval's: --uci DIR --split K for a UCI split, --data with --header,
+--target and --columns for a CSV file or URL, and --train-rows N to train on a fixed sample
+of N rows (the same rows as eval --train-rows, so with the same --shards the model is eval's,
+bit for bit). Paths are read by the workers: a relative path is made absolute here, so it
+only works when the workers share this machine's files.
 
 With --wait, submit streams the job's progress (a bar on a terminal, JSON lines otherwise)
 to stderr, prints the final status, and exits non-zero if the job failed or was canceled.`,

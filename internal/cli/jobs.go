@@ -27,12 +27,14 @@ func terminal(s pb.JobState) bool {
 
 // jobResult is a job as status --json, jobs --json and submit --json print it.
 type jobResult struct {
-	ID              string       `json:"id"`
-	State           string       `json:"state"`
-	Error           string       `json:"error,omitempty"`
-	Method          string       `json:"method"`
-	Kernel          string       `json:"kernel"`
-	Data            string       `json:"data"`
+	ID     string `json:"id"`
+	State  string `json:"state"`
+	Error  string `json:"error,omitempty"`
+	Method string `json:"method"`
+	Kernel string `json:"kernel"`
+	Data   string `json:"data"`
+	// TrainRows is the size of the fixed sample of the data the job trains on (0: all rows).
+	TrainRows       int64        `json:"train_rows,omitempty"`
 	Shards          int32        `json:"shards,omitempty"`
 	Iteration       int32        `json:"iteration"`
 	MaxIter         int32        `json:"max_iter"`
@@ -60,7 +62,7 @@ func newJobResult(j *pb.Job) *jobResult {
 	s := j.GetSpec()
 	r := &jobResult{
 		ID: j.GetId(), State: stateName(j.GetState()), Error: j.GetError(),
-		Method: s.GetMethod(), Kernel: s.GetKernel(), Data: s.GetData().GetUri(), Shards: s.GetShards(),
+		Method: s.GetMethod(), Kernel: s.GetKernel(), Data: s.GetData().GetUri(), TrainRows: s.GetData().GetTrainRows(), Shards: s.GetShards(),
 		Iteration: j.GetIteration(), MaxIter: s.GetMaxIter(), Objective: j.GetObjective(),
 		Created: time.Unix(0, j.GetCreatedUnixNano()).UTC(), Updated: time.Unix(0, j.GetUpdatedUnixNano()).UTC(),
 	}
@@ -94,6 +96,9 @@ func printJob(w io.Writer, j *pb.Job) {
 	data := r.Data
 	if d := j.GetSpec().GetData(); d.GetFormat() == "uci" {
 		data += fmt.Sprintf(" (UCI split %d)", d.GetSplit())
+	}
+	if r.TrainRows > 0 {
+		data += fmt.Sprintf(", a fixed sample of %d rows", r.TrainRows)
 	}
 	if r.Shards > 0 {
 		data += fmt.Sprintf(", %d shards", r.Shards)

@@ -55,7 +55,7 @@ func TestSubmitTrainRowsEqualsEval(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("submit: exit %d: %s\n%s\nworker: %s", code, out, errOut, wErr.String())
 	}
-	if !strings.Contains(out, "150 rows") {
+	if !strings.Contains(out, "150 rows") || !strings.Contains(out, "a fixed sample of 150 rows") {
 		t.Errorf("the job did not train on 150 rows:\n%s", out)
 	}
 	cluster := filepath.Join(dir, "cluster.gpm")

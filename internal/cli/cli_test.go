@@ -80,7 +80,7 @@ func TestWorkersDoNotChangeTheModel(t *testing.T) {
 	for _, w := range []string{"1", "4"} {
 		out := filepath.Join(dir, "m"+w+".gpm")
 		code, _, errOut := run(t, "eval", "--method", "gl", "--train", tr, "--test", te, "--header",
-			"--lengthscale-bounds", "0.5,1", "--nodes-per-dim", "20,20", "--max-iter", "20", "--shards", "8", "--workers", w, "--model-out", out, "--json")
+			"--lengthscale-bounds", "0.5,1", "--nodes-per-dim", "20,20", "--max-iter", "20", "--shards", "8", "--cores", w, "--model-out", out, "--json")
 		if code != 0 {
 			t.Fatalf("workers %s: exit %d: %s", w, code, errOut)
 		}
@@ -145,8 +145,12 @@ func TestBadInput(t *testing.T) {
 			}
 			args = append(args, c.extra...)
 			code, _, errOut := run(t, args...)
-			if code != 1 {
-				t.Fatalf("exit %d, want 1; stderr: %s", code, errOut)
+			want := ExitError
+			if c.name == "missing file" {
+				want = ExitNotFound
+			}
+			if code != want {
+				t.Fatalf("exit %d, want %d; stderr: %s", code, want, errOut)
 			}
 			for _, w := range c.want {
 				if !strings.Contains(errOut, w) {

@@ -203,7 +203,7 @@ func (c *client) do(ctx context.Context, fn callFunc) error {
 		}
 		if time.Now().After(deadline) {
 			if errors.Is(err, errNoLeader) {
-				return fmt.Errorf("%w after %s: check that a majority of the coordinators is up (coordinator members)", err, c.leaderWait)
+				return withCode(ExitUnreachable, fmt.Errorf("%w after %s: check that a majority of the coordinators is up (coordinator members)", err, c.leaderWait))
 			}
 			return err
 		}
@@ -248,7 +248,7 @@ func (c *client) pass(ctx context.Context, fn callFunc) (err error, retry bool) 
 		st, _ := status.FromError(err)
 		switch st.Code() {
 		case codes.Unauthenticated:
-			return fmt.Errorf("the coordinator rejected the token: pass --token or set %s (%s: %s)", tokenEnv, addr, st.Message()), false
+			return withCode(ExitAuth, fmt.Errorf("the coordinator rejected the token: pass --token or set %s (%s: %s)", tokenEnv, addr, st.Message())), false
 		case codes.Unavailable:
 			c.log.Debug().Str("addr", addr).Str("error", st.Message()).Msg("coordinator unavailable")
 			if answered(st.Message()) {
@@ -288,6 +288,13 @@ func (c *client) pass(ctx context.Context, fn callFunc) (err error, retry bool) 
 	if sawNoLeader {
 		return errNoLeader, true
 	}
+	err, retry = c.unreachableError(unreachable, unreachableErr)
+	return withCode(ExitUnreachable, err), retry
+}
+
+// unreachableError says why no coordinator at the addresses unreachable could be reached,
+// err being the last transport error, and whether to try again.
+func (c *client) unreachableError(unreachable []string, unreachableErr error) (error, bool) {
 	msg := "unreachable"
 	if st, ok := status.FromError(unreachableErr); ok {
 		msg = shortTransportError(st.Message())

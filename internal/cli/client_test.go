@@ -207,7 +207,7 @@ func TestClientFollowsLeader(t *testing.T) {
 		t.Fatalf("exit %d: %s %s", code, out, errOut)
 	}
 	code, _, errOut = run(t, "status", "j-8", "--addr", follower.addr)
-	if code != 1 || !strings.Contains(errOut, `job "j-8" not found`) {
+	if code != ExitNotFound || !strings.Contains(errOut, `job "j-8" not found`) {
 		t.Errorf("missing job: exit %d: %s", code, errOut)
 	}
 }
@@ -219,13 +219,13 @@ func TestClientErrors(t *testing.T) {
 	t.Setenv(tokenEnv, "")
 	for _, tok := range []string{"", "wrong"} {
 		code, _, errOut := run(t, "status", "x", "--addr", leader.addr, "--token", tok)
-		if code != 1 || !strings.Contains(errOut, "the coordinator rejected the token: pass --token or set GPREDUCE_TOKEN") {
+		if code != ExitAuth || !strings.Contains(errOut, "the coordinator rejected the token: pass --token or set GPREDUCE_TOKEN") {
 			t.Errorf("token %q: exit %d: %s", tok, code, errOut)
 		}
 	}
 	dead := deadAddr(t)
 	code, _, errOut := run(t, "status", "x", "--addr", dead, "--token", testToken)
-	if code != 1 || !strings.Contains(errOut, "cannot reach a coordinator at "+dead) || !strings.Contains(errOut, "connection refused") {
+	if code != ExitUnreachable || !strings.Contains(errOut, "cannot reach a coordinator at "+dead) || !strings.Contains(errOut, "connection refused") {
 		t.Errorf("unreachable: exit %d: %s", code, errOut)
 	}
 	// A dead first address is skipped.
@@ -239,7 +239,7 @@ func TestClientErrors(t *testing.T) {
 	orphan := startFake(t, &none)
 	t0 := time.Now()
 	code, _, errOut = run(t, "status", "x", "--addr", orphan.addr, "--token", testToken, "--leader-wait", "600ms")
-	if code != 1 || !strings.Contains(errOut, "no leader") {
+	if code != ExitUnreachable || !strings.Contains(errOut, "no leader") {
 		t.Errorf("no leader: exit %d: %s", code, errOut)
 	}
 	if d := time.Since(t0); d < 500*time.Millisecond || d > 10*time.Second {
@@ -341,7 +341,7 @@ func TestSubmitWait(t *testing.T) {
 	}
 	// A job file and job flags do not mix.
 	code, _, errOut = run(t, "submit", job, "--shards", "2", "--addr", leader.addr)
-	if code != 1 || !strings.Contains(errOut, "--shards cannot be combined with a job file") {
+	if code != ExitUsage || !strings.Contains(errOut, "--shards cannot be combined with a job file") {
 		t.Errorf("file and flags: exit %d: %s", code, errOut)
 	}
 	// A bad job file is refused before any call.
@@ -381,7 +381,7 @@ func TestPredictJob(t *testing.T) {
 		t.Errorf("%d Predict calls, want 2", leader.predicts)
 	}
 	code, _, errOut = run(t, "predict", "--data", in, "--out", out)
-	if code != 1 || !strings.Contains(errOut, "--model") || !strings.Contains(errOut, "--job") {
+	if code != ExitUsage || !strings.Contains(errOut, "--model") || !strings.Contains(errOut, "--job") {
 		t.Errorf("neither: exit %d: %s", code, errOut)
 	}
 }

@@ -94,7 +94,7 @@ func TestAccessFlags(t *testing.T) {
 	}
 	// The commands take the flags.
 	code, _, errOut := run(t, "serve", "--id", "c", "--data-dir", t.TempDir(), "--data-root", filepath.Join(dir, "nope"))
-	if code != 1 || !strings.Contains(errOut, "--data-root") {
+	if code != ExitNotFound || !strings.Contains(errOut, "--data-root") {
 		t.Errorf("serve with a missing data root: exit %d: %s", code, errOut)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	_ "embed"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -65,6 +66,7 @@ func newDemoCmd(e *env) *cobra.Command {
 	var out string
 	var rf runFlags
 	var local bool
+	var of outputFlags
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Train Gauss-Legendre features on the bundled Mauna Loa CO2 series and report test metrics",
@@ -78,6 +80,10 @@ submitted, watched and its model fetched as with submit --wait. --local trains w
 in-process engine instead; both give the same model.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o, err := of.output()
+			if err != nil {
+				return err
+			}
 			tr, te, err := demoSplit()
 			if err != nil {
 				return err
@@ -86,7 +92,9 @@ in-process engine instead; both give the same model.`,
 			if local {
 				where = "with the in-process engine"
 			}
-			fmt.Fprintf(e.out, "gpreduce demo: Mauna Loa CO2, %d training and %d test months, Gauss-Legendre features %s\n", tr.N(), te.N(), where)
+			if !o.structured() {
+				fmt.Fprintf(e.out, "gpreduce demo: Mauna Loa CO2, %d training and %d test months, Gauss-Legendre features %s\n", tr.N(), te.N(), where)
+			}
 			var r *evalResult
 			var b []byte
 			if local {
@@ -120,14 +128,17 @@ in-process engine instead; both give the same model.`,
 			} else {
 				r.ModelPath = out
 			}
-			printResult(e, r)
-			fmt.Fprintf(e.out, "\npredict with: coordinator predict --model %s --data X.csv --out preds.csv\n", r.ModelPath)
-			return nil
+			return o.print(e.out, r, func(w io.Writer) error {
+				printResult(w, r)
+				_, err := fmt.Fprintf(w, "\npredict with: coordinator predict --model %s --data X.csv --out preds.csv\n", r.ModelPath)
+				return err
+			})
 		},
 	}
 	cmd.Flags().StringVar(&out, "out", "gpreduce-demo.gpm", "where to write the trained model")
 	cmd.Flags().BoolVar(&local, "local", false, "train with the in-process engine instead of the in-process cluster")
 	rf.register(cmd)
+	of.register(cmd)
 	return cmd
 }
 

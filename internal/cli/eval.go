@@ -2,11 +2,9 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
-	"math/rand/v2"
 	"os"
 	"runtime"
 	"slices"
@@ -39,9 +37,6 @@ type dataFlags struct {
 	trainRows int
 }
 
-// trainRowsStream seeds the --train-rows sample.
-const trainRowsStream = 0x74726f7773
-
 func (f *dataFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.uci, "uci", "", "UCI dataset directory (data.csv.gz and test_mask.csv.gz)")
@@ -70,21 +65,9 @@ func (f *dataFlags) load(ctx context.Context, rf runFlags) (trainData, *shard.Ta
 		return trainData{}, nil, err
 	}
 	if f.trainRows > 0 && f.trainRows < td.all.N() {
-		td, err = rf.cut(sampleRows(td.all, f.trainRows))
+		td, err = rf.cut(shard.SampleRows(td.all, f.trainRows))
 	}
 	return td, te, err
-}
-
-// sampleRows returns k rows of t drawn without replacement by a fixed stream, in file order.
-func sampleRows(t *shard.Table, k int) *shard.Table {
-	idx := rand.New(rand.NewPCG(trainRowsStream, 0)).Perm(t.N())[:k]
-	slices.Sort(idx)
-	out := &shard.Table{Source: t.Source, Columns: t.Columns, Target: t.Target, D: t.D, X: make([]float64, 0, k*t.D), Y: make([]float64, 0, k)}
-	for _, i := range idx {
-		out.X = append(out.X, t.Row(i)...)
-		out.Y = append(out.Y, t.Y[i])
-	}
-	return out
 }
 
 // read reads the training and test rows. Training rows from a CSV file are cut into k
@@ -292,7 +275,10 @@ type runFlags struct {
 
 func (f *runFlags) register(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&f.shards, "shards", 0, fmt.Sprintf("number of shards (fixed per job; default: one per %d rows)", rowsPerShard))
-	cmd.Flags().IntVar(&f.workers, "workers", runtime.NumCPU(), "goroutines running shard tasks (never changes the result)")
+	cmd.Flags().IntVar(&f.workers, "cores", runtime.NumCPU(), "shard tasks run at once (never changes the result)")
+	// --workers was the name before worker serve's --cores became the one name.
+	cmd.Flags().IntVar(&f.workers, "workers", runtime.NumCPU(), "shard tasks run at once")
+	deprecatedAlias(cmd, "workers", "cores")
 }
 
 // rowsPerShard sets the default shard count, which depends only on the row count.
@@ -387,7 +373,11 @@ func evaluate(ctx context.Context, spec train.Spec, td trainData, te *shard.Tabl
 	if err != nil {
 		return nil, nil, err
 	}
-	r, err := score(m, tr, te, len(eng.Shards()), rf.workers, time.Since(t0).Seconds())
+	trainSec := time.Since(t0).Seconds()
+	if obs != nil {
+		obs(train.Event{Phase: "predict", Message: fmt.Sprintf("%d test rows", te.N())})
+	}
+	r, err := score(m, tr, te, len(eng.Shards()), rf.workers, trainSec)
 	return r, m, err
 }
 
@@ -444,18 +434,22 @@ func newEvalCmd(e *env) *cobra.Command {
 	var df dataFlags
 	var sf specFlags
 	var rf runFlags
-	var asJSON bool
+	var of outputFlags
 	var modelOut string
 	cmd := &cobra.Command{
 		Use:   "eval",
 		Short: "Train a method on training data and report RMSE, NLL, 95% coverage and times on test data",
-		Example: `  coordinator eval --method gl --uci ../shared/data/uci/yacht --split 0 --lengthscale-bounds 0.2,2
-  coordinator eval --method exact --uci ../shared/data/uci/servo --split 3 --json
-  coordinator eval --uci ../shared/data/uci/kin40k --split 0     # --method auto: prints its choice
-  coordinator eval --method gl --data maunaloa_co2.csv --header --test-tail 0.1
-  coordinator eval --method cg --uci ../shared/data/uci/elevators --split 0 --truncation rr`,
+		Example: `  coordinator eval --method gl --uci testdata/uci/yacht --split 0 --lengthscale-bounds 0.2,2
+  coordinator eval --method exact --uci testdata/uci/servo --split 3 -o json
+  coordinator eval --uci testdata/uci/concrete --split 0     # --method auto: prints its choice
+  coordinator eval --method gl --data internal/cli/testdata/maunaloa_co2.csv --header --test-tail 0.1
+  coordinator eval --method cg --uci testdata/uci/concrete --split 0 --truncation rr --train-rows 500`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o, err := of.output()
+			if err != nil {
+				return err
+			}
 			spec, err := sf.spec()
 			if err != nil {
 				return err
@@ -468,7 +462,7 @@ func newEvalCmd(e *env) *cobra.Command {
 			}
 			var obs train.Observer
 			var pr *progress
-			if !asJSON {
+			if !o.structured() {
 				pr = newProgress(e.errOut, e.tty)
 				obs = pr.observe
 			}
@@ -485,24 +479,19 @@ func newEvalCmd(e *env) *cobra.Command {
 				}
 				r.ModelPath = modelOut
 			}
-			if asJSON {
-				enc := json.NewEncoder(e.out)
-				return enc.Encode(r)
-			}
-			printResult(e, r)
-			return nil
+			return o.print(e.out, r, func(w io.Writer) error { printResult(w, r); return nil })
 		},
 	}
 	df.register(cmd)
 	sf.register(cmd, train.Auto)
+	registerSpecCompletions(cmd)
 	rf.register(cmd)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	of.register(cmd)
 	cmd.Flags().StringVar(&modelOut, "model-out", "", "also write the trained model to this file")
 	return cmd
 }
 
-func printResult(e *env, r *evalResult) {
-	w := e.out
+func printResult(w io.Writer, r *evalResult) {
 	fmt.Fprintf(w, "method      %s (kernel %s", r.Method, r.Kernel)
 	if r.Features > 0 {
 		fmt.Fprintf(w, ", %d features", r.Features)

@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,7 @@ import (
 func newImportCmd(e *env) *cobra.Command {
 	var header bool
 	var target, columns string
+	var of outputFlags
 	cmd := &cobra.Command{
 		Use:   "import IN.csv[.gz] OUT.csv",
 		Short: "Check a CSV or gzipped CSV row by row and write its selected columns as plain CSV, which the cluster cuts into byte ranges",
@@ -30,6 +32,10 @@ input is good.`,
   coordinator submit --method gl --data big.csv --header --shards 64`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o, err := of.output()
+			if err != nil {
+				return err
+			}
 			in, out := args[0], args[1]
 			if strings.HasSuffix(out, ".gz") {
 				return fmt.Errorf("import: %s: the output is plain CSV (byte ranges cannot be cut in a gzip file): drop the .gz suffix", out)
@@ -58,13 +64,21 @@ input is good.`,
 			if err != nil {
 				return errors.Join(err, removeIfExists(tmp))
 			}
-			fmt.Fprintf(e.out, "imported %d rows from %s to %s\n", n, in, out)
-			return nil
+			r := struct {
+				Input  string `json:"input"`
+				Output string `json:"output"`
+				Rows   int64  `json:"rows"`
+			}{in, out, int64(n)}
+			return o.print(e.out, r, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "imported %d rows from %s to %s\n", n, in, out)
+				return err
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&header, "header", false, "IN has a header line")
 	cmd.Flags().StringVar(&target, "target", "", "target column: header name or 0-based index (default: the last column)")
 	cmd.Flags().StringVar(&columns, "columns", "", "input columns, comma-separated names or 0-based indices (default: all but the target)")
+	of.register(cmd)
 	return cmd
 }
 

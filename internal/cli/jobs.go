@@ -1,24 +1,16 @@
 package cli
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
-	"github.com/gpreduce/gpreduce/internal/model"
-	"github.com/gpreduce/gpreduce/internal/shard"
 	"github.com/gpreduce/gpreduce/internal/train"
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
@@ -31,12 +23,14 @@ func stateName(s pb.JobState) string {
 
 // jobResult is a job as status --json, jobs --json and submit --json print it.
 type jobResult struct {
-	ID              string       `json:"id"`
-	State           string       `json:"state"`
-	Error           string       `json:"error,omitempty"`
-	Method          string       `json:"method"`
-	Kernel          string       `json:"kernel"`
-	Data            string       `json:"data"`
+	ID     string `json:"id"`
+	State  string `json:"state"`
+	Error  string `json:"error,omitempty"`
+	Method string `json:"method"`
+	Kernel string `json:"kernel"`
+	Data   string `json:"data"`
+	// TrainRows is the size of the fixed sample of the data the job trains on (0: all rows).
+	TrainRows       int64        `json:"train_rows,omitempty"`
 	Shards          int32        `json:"shards,omitempty"`
 	Iteration       int32        `json:"iteration"`
 	MaxIter         int32        `json:"max_iter"`
@@ -64,7 +58,7 @@ func newJobResult(j *pb.Job) *jobResult {
 	s := j.GetSpec()
 	r := &jobResult{
 		ID: j.GetId(), State: stateName(j.GetState()), Error: j.GetError(),
-		Method: s.GetMethod(), Kernel: s.GetKernel(), Data: s.GetData().GetUri(), Shards: s.GetShards(),
+		Method: s.GetMethod(), Kernel: s.GetKernel(), Data: s.GetData().GetUri(), TrainRows: s.GetData().GetTrainRows(), Shards: s.GetShards(),
 		Iteration: j.GetIteration(), MaxIter: s.GetMaxIter(), Objective: j.GetObjective(),
 		Created: time.Unix(0, j.GetCreatedUnixNano()).UTC(), Updated: time.Unix(0, j.GetUpdatedUnixNano()).UTC(),
 	}
@@ -98,6 +92,9 @@ func printJob(w io.Writer, j *pb.Job) {
 	data := r.Data
 	if d := j.GetSpec().GetData(); d.GetFormat() == "uci" {
 		data += fmt.Sprintf(" (UCI split %d)", d.GetSplit())
+	}
+	if r.TrainRows > 0 {
+		data += fmt.Sprintf(", a fixed sample of %d rows", r.TrainRows)
 	}
 	if r.Shards > 0 {
 		data += fmt.Sprintf(", %d shards", r.Shards)
@@ -140,14 +137,6 @@ func getJob(ctx context.Context, c *client, id string) (*pb.Job, error) {
 	return j, err
 }
 
-// submitFlags are submit's data and job flags (the method's flags are specFlags).
-type submitFlags struct {
-	data, format, target, columns string
-	split, shards, timeout        int
-	header                        bool
-	id                            string
-}
-
 // jobFlagNames are the flags that describe a job, which a job file replaces: the common
 // settings, the method settings' derived flags and the data flags.
 func jobFlagNames() []string {
@@ -160,7 +149,8 @@ func newSubmitCmd(e *env) *cobra.Command {
 	var cf clientFlags
 	var sf specFlags
 	var f submitFlags
-	var wait, asJSON bool
+	var wait bool
+	var of outputFlags
 	cmd := &cobra.Command{
 		Use:   "submit (JOB.yaml | --data URI [flags])",
 		Short: "Submit a training job to a running cluster; --wait follows it to the end",
@@ -181,18 +171,25 @@ errors), or flags: the method's flags are those of eval, the data is --data with
     columns: [a, b]
   shards: 8
 
-Paths are read by the workers: a relative path is made absolute here, so it only works
-when the workers share this machine's files.
+The data flags are eval's: --uci DIR --split K for a UCI split, --data with --header,
+--target and --columns for a CSV file or URL, and --train-rows N to train on a fixed sample
+of N rows (the same rows as eval --train-rows, so with the same --shards the model is eval's,
+bit for bit). Paths are read by the workers: a relative path is made absolute here, so it
+only works when the workers share this machine's files.
 
 With --wait, submit streams the job's progress (a bar on a terminal, JSON lines otherwise)
 to stderr, prints the final status, and exits non-zero if the job failed or was canceled.`,
 		Example: `  coordinator submit job.yaml --addr 10.0.0.5:7100 --wait
-  coordinator submit --method gl --data ../shared/data/uci/yacht --format uci --split 0 --shards 4 --wait
+  coordinator submit --method exact --uci testdata/uci/yacht --split 0 --shards 4 --wait
+  coordinator submit --data train.csv --header --train-rows 500 --shard-timeout 2m
   GPREDUCE_TOKEN=$(cat token) coordinator submit --data s3.csv --header --target y --lengthscale-bounds 0.2,2`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o, err := of.output()
+			if err != nil {
+				return err
+			}
 			var j *job
-			var err error
 			if len(args) == 1 {
 				var set []string
 				for _, n := range jobFlagNames() {
@@ -200,25 +197,26 @@ to stderr, prints the final status, and exits non-zero if the job failed or was 
 						set = append(set, "--"+n)
 					}
 				}
+				set = append(set, f.withJobFile(cmd)...)
 				if len(set) > 0 {
-					return fmt.Errorf("%s cannot be combined with a job file: put the settings in %s", strings.Join(set, ", "), args[0])
+					return usageErrorf("%s cannot be combined with a job file: put the settings in %s", strings.Join(set, ", "), args[0])
 				}
 				if j, err = readJobFile(args[0]); err != nil {
 					return err
 				}
 			} else {
-				if f.data == "" {
-					return fmt.Errorf("give a job file (coordinator submit JOB.yaml) or the data (--data URI)")
+				if !f.given() {
+					return usageErrorf("give a job file (coordinator submit JOB.yaml) or the data (--data URI or --uci DIR)")
 				}
 				s, err := sf.spec()
 				if err != nil {
 					return err
 				}
-				src := shard.Source{URI: f.data, Format: f.format, Split: f.split, Header: f.header, Target: f.target}
-				if f.columns != "" {
-					src.Columns = strings.Split(f.columns, ",")
+				src, timeoutSec, err := f.source()
+				if err != nil {
+					return err
 				}
-				spec, err := buildJobSpec(s, src, f.shards, f.timeout, ".", flagNames)
+				spec, err := buildJobSpec(s, src, f.shards, timeoutSec, ".", flagNames)
 				if err != nil {
 					return err
 				}
@@ -241,176 +239,48 @@ to stderr, prints the final status, and exits non-zero if the job failed or was 
 			}
 			e.log.Info().Str("job", sub.GetId()).Msg("submitted")
 			if !wait {
-				if asJSON {
-					return json.NewEncoder(e.out).Encode(newJobResult(sub))
-				}
-				fmt.Fprintln(e.out, sub.GetId())
-				return nil
+				return o.print(e.out, newJobResult(sub), func(w io.Writer) error {
+					_, err := fmt.Fprintln(w, sub.GetId())
+					return err
+				})
 			}
-			if !asJSON {
+			if !o.structured() {
 				fmt.Fprintln(e.out, sub.GetId())
 			}
 			final, err := followJob(ctx, e, c, sub.GetId())
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				if err := json.NewEncoder(e.out).Encode(newJobResult(final)); err != nil {
-					return err
-				}
-			} else {
-				printJob(e.out, final)
+			if err := o.print(e.out, newJobResult(final), func(w io.Writer) error { printJob(w, final); return nil }); err != nil {
+				return err
 			}
 			return jobOutcome(final)
 		},
 	}
 	sf.register(cmd, train.Auto)
+	registerSpecCompletions(cmd)
+	f.register(cmd, e.errOut)
 	fl := cmd.Flags()
-	fl.StringVar(&f.data, "data", "", "data: a CSV path (made absolute), file:// or http(s):// URL, or a UCI dataset directory")
-	fl.StringVar(&f.format, "format", "csv", "data format: csv or uci")
-	fl.IntVar(&f.split, "split", 0, "uci: split 0-9 (its training rows)")
-	fl.BoolVar(&f.header, "header", false, "csv: the file has a header line")
-	fl.StringVar(&f.target, "target", "", "csv: target column, header name or 0-based index (default: the last column)")
-	fl.StringVar(&f.columns, "columns", "", "csv: input columns, comma-separated names or 0-based indices (default: all but the target)")
-	fl.IntVar(&f.shards, "shards", 0, "number of shards, fixed for the job (default: automatic, from the data size)")
-	fl.IntVar(&f.timeout, "shard-timeout", 0, "seconds a round waits for a shard with no live worker before the job fails (default 300)")
-	fl.StringVar(&f.id, "id", "", "job ID (default: the coordinator chooses one); submitting an ID twice is an error")
 	fl.BoolVar(&wait, "wait", false, "follow the job until it finishes and print its final status")
-	fl.BoolVar(&asJSON, "json", false, "print the job (with --wait: its final status) as one JSON object")
+	of.register(cmd)
+	cmd.Flag("output").Usage = "print the job (with --wait: its final status) as a table, json or yaml"
 	cf.register(cmd)
 	return cmd
 }
 
-// eventKey identifies an event, so that events a resumed watch sends again are shown once.
-type eventKey struct {
-	unixNano  int64
-	state     pb.JobState
-	phase     string
-	iteration int32
-	message   string
-}
-
-// eventJSON is one line of the JSON progress stream.
-type eventJSON struct {
-	Job       string    `json:"job"`
-	Time      time.Time `json:"time"`
-	State     string    `json:"state"`
-	Phase     string    `json:"phase,omitempty"`
-	Iteration int32     `json:"iteration,omitempty"`
-	MaxIter   int32     `json:"max_iter,omitempty"`
-	Objective float64   `json:"objective,omitempty"`
-	Message   string    `json:"message,omitempty"`
-}
-
-func newEventJSON(ev *pb.JobEvent) eventJSON {
-	return eventJSON{Job: ev.GetJobId(), Time: time.Unix(0, ev.GetUnixNano()).UTC(), State: stateName(ev.GetState()),
-		Phase: ev.GetPhase(), Iteration: ev.GetIteration(), MaxIter: ev.GetMaxIter(), Objective: ev.GetObjective(), Message: ev.GetMessage()}
-}
-
-// followJob shows a job's progress on stderr (a bar on a terminal, JSON lines otherwise)
-// until it is finished, and returns its final state.
-func followJob(ctx context.Context, e *env, c *client, id string) (*pb.Job, error) {
-	var show func(*pb.JobEvent)
-	var pr *progress
-	if e.tty {
-		pr = newProgress(e.errOut, true)
-		defer pr.done()
-		show = func(ev *pb.JobEvent) { pr.observe(trainEvent(ev)) }
-	} else {
-		enc := json.NewEncoder(e.errOut)
-		show = func(ev *pb.JobEvent) { enc.Encode(newEventJSON(ev)) }
-	}
-	return watchJob(ctx, c, id, show)
-}
-
-// trainEvent turns a job event into the progress type's event.
-func trainEvent(ev *pb.JobEvent) train.Event {
-	phase, msg := ev.GetPhase(), ev.GetMessage()
-	if phase == "" || phase == "state" {
-		phase = "job"
-	}
-	if msg == "" && phase != "optimize" {
-		msg = "job " + stateName(ev.GetState())
-	}
-	return train.Event{Phase: phase, Iteration: int(ev.GetIteration()), MaxIter: int(ev.GetMaxIter()), Objective: ev.GetObjective(), Message: msg}
-}
-
-// watchJob streams a job's events to show until the job is finished and returns the
-// finished job. A broken stream (a leader change) is resumed at the new leader; events
-// sent again are shown once. Coordinators without WatchJob are polled with GetJob.
-func watchJob(ctx context.Context, c *client, id string, show func(*pb.JobEvent)) (*pb.Job, error) {
-	seen := map[eventKey]bool{}
-	emit := func(ev *pb.JobEvent) {
-		k := eventKey{ev.GetUnixNano(), ev.GetState(), ev.GetPhase(), ev.GetIteration(), ev.GetMessage()}
-		if !seen[k] {
-			seen[k] = true
-			show(ev)
-		}
-	}
-	poll := false
-	lastContact := time.Now()
-	for {
-		if !poll {
-			err := c.do(ctx, func(ctx context.Context, cl pb.CoordinatorClient, opts ...grpc.CallOption) error {
-				st, err := cl.WatchJob(ctx, &pb.WatchJobRequest{Id: id}, opts...)
-				if err != nil {
-					return err
-				}
-				for {
-					ev, err := st.Recv()
-					if err == io.EOF {
-						return nil
-					}
-					if err != nil {
-						return err
-					}
-					emit(ev)
-				}
-			})
-			switch {
-			case err == nil:
-				lastContact = time.Now()
-			case status.Code(err) == codes.Unimplemented:
-				poll = true
-			case ctx.Err() != nil:
-				return nil, ctx.Err()
-			case !retryable(err):
-				return nil, fmt.Errorf("watch job %s: %w", id, err)
-			default:
-				c.log.Info().Err(err).Str("job", id).Msg("lost the job's event stream; resuming")
-			}
-		}
-		j, err := getJob(ctx, c, id)
-		if err != nil {
-			if ctx.Err() != nil || !retryable(err) || time.Since(lastContact) > c.leaderWait {
-				return nil, fmt.Errorf("job %s: %w", id, err)
-			}
-		} else {
-			lastContact = time.Now()
-			if poll {
-				emit(&pb.JobEvent{JobId: id, State: j.GetState(), Phase: "optimize", Iteration: j.GetIteration(),
-					MaxIter: j.GetSpec().GetMaxIter(), Objective: j.GetObjective(), Message: j.GetError()})
-			}
-			if j.GetState().Finished() {
-				return j, nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(300 * time.Millisecond):
-		}
-	}
-}
-
 func newStatusCmd(e *env) *cobra.Command {
 	var cf clientFlags
-	var asJSON bool
+	var of outputFlags
 	cmd := &cobra.Command{
-		Use:   "status ID",
-		Short: "Show a job's state, progress and, once it succeeded, its hyperparameters and metrics",
-		Args:  cobra.ExactArgs(1),
+		Use:               "status ID",
+		Short:             "Show a job's state, progress and, once it succeeded, its hyperparameters and metrics",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeJobIDs(&cf, false),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o, err := of.output()
+			if err != nil {
+				return err
+			}
 			c, err := cf.connect(e.log)
 			if err != nil {
 				return err
@@ -420,64 +290,71 @@ func newStatusCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return json.NewEncoder(e.out).Encode(newJobResult(j))
-			}
-			printJob(e.out, j)
-			return nil
+			return o.print(e.out, newJobResult(j), func(w io.Writer) error { printJob(w, j); return nil })
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	of.register(cmd)
 	cf.register(cmd)
 	return cmd
 }
 
 func newJobsCmd(e *env) *cobra.Command {
 	var cf clientFlags
-	var asJSON bool
+	var of outputFlags
 	cmd := &cobra.Command{
 		Use:   "jobs",
 		Short: "List the cluster's jobs",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o, err := of.output()
+			if err != nil {
+				return err
+			}
 			c, err := cf.connect(e.log)
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			resp, err := call(cmd.Context(), c, func(ctx context.Context, cl pb.CoordinatorClient, opts ...grpc.CallOption) (*pb.ListJobsResponse, error) {
-				return cl.ListJobs(ctx, &pb.ListJobsRequest{}, opts...)
-			})
+			resp, err := listJobs(cmd.Context(), c)
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				out := make([]*jobResult, 0, len(resp.GetJobs()))
-				for _, j := range resp.GetJobs() {
-					out = append(out, newJobResult(j))
-				}
-				return json.NewEncoder(e.out).Encode(out)
-			}
-			tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tSTATE\tMETHOD\tITER\tOBJECTIVE\tAGE\tDATA")
+			out := make([]*jobResult, 0, len(resp.GetJobs()))
 			for _, j := range resp.GetJobs() {
-				r := newJobResult(j)
-				obj := "-"
-				if r.Iteration > 0 {
-					obj = fmt.Sprintf("%.6f", r.Objective)
-				}
-				method := r.Method
-				if r.ChosenMethod != "" {
-					method += "->" + r.ChosenMethod
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", r.ID, r.State, method, r.Iteration, r.MaxIter, obj, age(r.Created), r.Data)
+				out = append(out, newJobResult(j))
 			}
-			return tw.Flush()
+			return o.print(e.out, out, func(w io.Writer) error { return printJobTable(w, resp.GetJobs()) })
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
+	of.register(cmd)
 	cf.register(cmd)
 	return cmd
+}
+
+// listJobs asks the leader for every job.
+func listJobs(ctx context.Context, c *client) (*pb.ListJobsResponse, error) {
+	return call(ctx, c, func(ctx context.Context, cl pb.CoordinatorClient, opts ...grpc.CallOption) (*pb.ListJobsResponse, error) {
+		return cl.ListJobs(ctx, &pb.ListJobsRequest{}, opts...)
+	})
+}
+
+// printJobTable prints jobs as the table of `coordinator jobs`.
+func printJobTable(w io.Writer, jobs []*pb.Job) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tMETHOD\tITER\tOBJECTIVE\tAGE\tDATA")
+	for _, j := range jobs {
+		r := newJobResult(j)
+		obj := "-"
+		if r.Iteration > 0 {
+			obj = fmt.Sprintf("%.6f", r.Objective)
+		}
+		method := r.Method
+		if r.ChosenMethod != "" {
+			method += "->" + r.ChosenMethod
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", r.ID, r.State, method, r.Iteration, r.MaxIter, obj, age(r.Created), r.Data)
+	}
+	return tw.Flush()
 }
 
 // age is how long ago t was, rounded for a table.
@@ -497,13 +374,25 @@ func age(t time.Time) string {
 	return fmt.Sprintf("%dd", int(d.Hours()/24))
 }
 
+// jobState is what cancel and delete print per job.
+type jobState struct {
+	ID    string `json:"id"`
+	State string `json:"state"`
+}
+
 func newCancelCmd(e *env) *cobra.Command {
 	var cf clientFlags
+	var of outputFlags
 	cmd := &cobra.Command{
-		Use:   "cancel ID",
-		Short: "Cancel a pending or running job",
-		Args:  cobra.ExactArgs(1),
+		Use:               "cancel ID",
+		Short:             "Cancel a pending or running job",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeJobIDs(&cf, false),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o, err := of.output()
+			if err != nil {
+				return err
+			}
 			c, err := cf.connect(e.log)
 			if err != nil {
 				return err
@@ -515,16 +404,21 @@ func newCancelCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(e.out, "job %s: %s\n", j.GetId(), stateName(j.GetState()))
-			return nil
+			r := jobState{ID: j.GetId(), State: stateName(j.GetState())}
+			return o.print(e.out, r, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "job %s: %s\n", r.ID, r.State)
+				return err
+			})
 		},
 	}
+	of.register(cmd)
 	cf.register(cmd)
 	return cmd
 }
 
 func newDeleteCmd(e *env) *cobra.Command {
 	var cf clientFlags
+	var of outputFlags
 	cmd := &cobra.Command{
 		Use:   "delete ID...",
 		Short: "Delete finished jobs with their models, checkpoints and events from every coordinator",
@@ -535,8 +429,13 @@ refused: cancel it first. Nothing is deleted if any ID is unknown or unfinished.
 serve --retain-jobs and --retain-for delete finished jobs automatically.`,
 		Example: `  coordinator delete job-3f2a9c1b7d4e
   coordinator cancel j-42 && coordinator delete j-42`,
-		Args: cobra.MinimumNArgs(1),
+		Args:              cobra.MinimumNArgs(1),
+		ValidArgsFunction: completeJobIDs(&cf, true),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o, err := of.output()
+			if err != nil {
+				return err
+			}
 			c, err := cf.connect(e.log)
 			if err != nil {
 				return err
@@ -547,405 +446,21 @@ serve --retain-jobs and --retain-for delete finished jobs automatically.`,
 			}); err != nil {
 				return err
 			}
+			rs := []jobState{}
 			for _, id := range args {
-				fmt.Fprintf(e.out, "job %s: deleted\n", id)
+				rs = append(rs, jobState{ID: id, State: "deleted"})
 			}
-			return nil
-		},
-	}
-	cf.register(cmd)
-	return cmd
-}
-
-func newLogsCmd(e *env) *cobra.Command {
-	var cf clientFlags
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:   "logs ID",
-		Short: "Print a job's events (phases, optimizer iterations, state changes) until it finishes",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.connect(e.log)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			enc := json.NewEncoder(e.out)
-			_, err = watchJob(cmd.Context(), c, args[0], func(ev *pb.JobEvent) {
-				if asJSON {
-					enc.Encode(newEventJSON(ev))
-					return
-				}
-				fmt.Fprintln(e.out, formatEvent(ev))
-			})
-			return err
-		},
-	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per event")
-	cf.register(cmd)
-	return cmd
-}
-
-func formatEvent(ev *pb.JobEvent) string {
-	var b strings.Builder
-	b.WriteString(time.Unix(0, ev.GetUnixNano()).Local().Format("2006-01-02 15:04:05.000"))
-	fmt.Fprintf(&b, "  %-9s", stateName(ev.GetState()))
-	if ev.GetPhase() != "" {
-		fmt.Fprintf(&b, "  %-8s", ev.GetPhase())
-	}
-	if ev.GetPhase() == "optimize" {
-		fmt.Fprintf(&b, "  iteration %d/%d  -log p(y)/n = %.6f", ev.GetIteration(), ev.GetMaxIter(), ev.GetObjective())
-	}
-	if ev.GetMessage() != "" {
-		b.WriteString("  " + ev.GetMessage())
-	}
-	return b.String()
-}
-
-func newMembersCmd(e *env) *cobra.Command {
-	var cf clientFlags
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:   "members",
-		Short: "List the coordinators (raft members) and which one leads",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := cf.connect(e.log)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			ms, err := listMembers(cmd.Context(), c)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				type member struct {
-					ID       string `json:"id"`
-					RaftAddr string `json:"raft_address"`
-					APIAddr  string `json:"api_address"`
-					Leader   bool   `json:"leader"`
-				}
-				out := []member{}
-				for _, m := range ms {
-					out = append(out, member{m.GetId(), m.GetRaftAddress(), m.GetApiAddress(), m.GetLeader()})
-				}
-				return json.NewEncoder(e.out).Encode(out)
-			}
-			tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tRAFT\tAPI\tLEADER")
-			for _, m := range ms {
-				l := ""
-				if m.GetLeader() {
-					l = "*"
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.GetId(), m.GetRaftAddress(), m.GetApiAddress(), l)
-			}
-			return tw.Flush()
-		},
-	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
-	cf.register(cmd)
-	cmd.AddCommand(newMembersRemoveCmd(e))
-	return cmd
-}
-
-func newMembersRemoveCmd(e *env) *cobra.Command {
-	var cf clientFlags
-	cmd := &cobra.Command{
-		Use:   "remove ID",
-		Short: "Remove a coordinator from the raft configuration (for a member that is gone for good)",
-		Long: `members remove takes a coordinator out of the raft configuration, so the quorum no longer
-counts it: use it for a member whose machine is gone, before replacing it. Removing the
-leader makes it step down. Stop the removed member's process too; to bring it back, wipe its
---data-dir and start it with --join.`,
-		Example: `  coordinator members remove c3`,
-		Args:    cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.connect(e.log)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			if _, err := call(cmd.Context(), c, func(ctx context.Context, cl pb.CoordinatorClient, opts ...grpc.CallOption) (*pb.RemoveMemberResponse, error) {
-				return cl.RemoveMember(ctx, &pb.RemoveMemberRequest{Id: args[0]}, opts...)
-			}); err != nil {
-				return fmt.Errorf("remove member %s: %w", args[0], err)
-			}
-			fmt.Fprintf(e.out, "member %s: removed\n", args[0])
-			return nil
-		},
-	}
-	cf.register(cmd)
-	return cmd
-}
-
-func listMembers(ctx context.Context, c *client) ([]*pb.Member, error) {
-	resp, err := call(ctx, c, func(ctx context.Context, cl pb.CoordinatorClient, opts ...grpc.CallOption) (*pb.ListMembersResponse, error) {
-		return cl.ListMembers(ctx, &pb.ListMembersRequest{}, opts...)
-	})
-	return resp.GetMembers(), err
-}
-
-func newWorkersCmd(e *env) *cobra.Command {
-	var cf clientFlags
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:   "workers",
-		Short: "List the live workers the leader knows",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := cf.connect(e.log)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			resp, err := call(cmd.Context(), c, func(ctx context.Context, cl pb.CoordinatorClient, opts ...grpc.CallOption) (*pb.ListWorkersResponse, error) {
-				return cl.ListWorkers(ctx, &pb.ListWorkersRequest{}, opts...)
-			})
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				type worker struct {
-					ID            string    `json:"id"`
-					Address       string    `json:"address"`
-					Cores         int32     `json:"cores"`
-					LastHeartbeat time.Time `json:"last_heartbeat"`
-				}
-				out := []worker{}
-				for _, w := range resp.GetWorkers() {
-					out = append(out, worker{w.GetId(), w.GetAddress(), w.GetCores(), time.Unix(0, w.GetLastHeartbeatUnixNano()).UTC()})
-				}
-				return json.NewEncoder(e.out).Encode(out)
-			}
-			tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tADDRESS\tCORES\tLAST HEARTBEAT")
-			for _, w := range resp.GetWorkers() {
-				hb := "-"
-				if ns := w.GetLastHeartbeatUnixNano(); ns > 0 {
-					hb = time.Since(time.Unix(0, ns)).Round(100*time.Millisecond).String() + " ago"
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", w.GetId(), w.GetAddress(), w.GetCores(), hb)
-			}
-			return tw.Flush()
-		},
-	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
-	cf.register(cmd)
-	return cmd
-}
-
-// predictValuesPerCall bounds the doubles of inputs in one Predict call, keeping messages
-// well below gRPC's 4 MiB default.
-const predictValuesPerCall = 1 << 16
-
-// newClusterPredictCmd is the predict command with --job: the local predict (--model FILE)
-// as before, and with --job ID the Predict RPC of a cluster, with the same CSV handling and
-// the same output.
-func newClusterPredictCmd(e *env) *cobra.Command {
-	cmd := newPredictCmd(e)
-	local := cmd.RunE
-	var cf clientFlags
-	var jobID string
-	cmd.Use = "predict (--model FILE | --job ID) --data X.csv --out preds.csv"
-	cmd.Long += `
-
-With --job ID, the model of a finished cluster job predicts (the Predict RPC; give --addr and
-the token as for submit); with --header and no --columns the inputs are the job's columns.`
-	cmd.Example = `  coordinator predict --model gpreduce-demo.gpm --data X.csv --header --out preds.csv
-  coordinator predict --job j-42 --addr 10.0.0.5:7100 --data X.csv --out preds.csv`
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		modelPath, _ := cmd.Flags().GetString("model")
-		switch {
-		case jobID == "" && modelPath == "":
-			return fmt.Errorf("give --model FILE (a model on this machine) or --job ID (a cluster job's model)")
-		case jobID != "" && modelPath != "":
-			return fmt.Errorf("give --model or --job, not both")
-		case jobID == "":
-			return local(cmd, args)
-		}
-		dataPath, _ := cmd.Flags().GetString("data")
-		outPath, _ := cmd.Flags().GetString("out")
-		header, _ := cmd.Flags().GetBool("header")
-		columns, _ := cmd.Flags().GetString("columns")
-		if dataPath == "" || outPath == "" {
-			return fmt.Errorf("--data and --out are required")
-		}
-		c, err := cf.connect(e.log)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		return predictJob(cmd.Context(), e.errOut, c, jobID, dataPath, outPath, header, columns)
-	}
-	cmd.Flags().StringVar(&jobID, "job", "", "predict with the model of this cluster job")
-	cf.register(cmd)
-	return cmd
-}
-
-func predictJob(ctx context.Context, errOut io.Writer, c *client, id, dataPath, outPath string, header bool, columns string) error {
-	opts := shard.CSVOptions{Header: header, NoTarget: true}
-	if columns != "" {
-		opts.Columns = strings.Split(columns, ",")
-	} else if header {
-		j, err := getJob(ctx, c, id)
-		if err != nil {
-			return err
-		}
-		opts.Columns = j.GetSpec().GetData().GetColumns()
-		if j.GetSpec().GetData().GetHeader() && len(opts.Columns) == 0 {
-			// The job's inputs are all its columns but the target: do the same here.
-			if t := j.GetSpec().GetData().GetTarget(); t != "" {
-				if names, err := csvHeader(dataPath); err == nil {
-					for _, n := range names {
-						if n != t {
-							opts.Columns = append(opts.Columns, n)
-						}
+			return o.print(e.out, rs, func(w io.Writer) error {
+				for _, r := range rs {
+					if _, err := fmt.Fprintf(w, "job %s: %s\n", r.ID, r.State); err != nil {
+						return err
 					}
 				}
-			}
-		}
-	}
-	x, err := shard.LoadCSV(dataPath, opts)
-	if err != nil {
-		return err
-	}
-	var mean, lat, noisy []float64
-	var outside []bool
-	per := max(1, predictValuesPerCall/x.D)
-	for lo := 0; lo < x.N(); lo += per {
-		hi := min(x.N(), lo+per)
-		resp, err := call(ctx, c, func(ctx context.Context, cl pb.CoordinatorClient, opts ...grpc.CallOption) (*pb.PredictResponse, error) {
-			return cl.Predict(ctx, &pb.PredictRequest{JobId: id, D: int32(x.D), X: x.X[lo*x.D : hi*x.D]}, opts...)
-		})
-		if err != nil {
-			return fmt.Errorf("predict with job %s: %w", id, err)
-		}
-		if len(resp.GetMean()) != hi-lo || len(resp.GetLatentVar()) != hi-lo || len(resp.GetNoisyVar()) != hi-lo {
-			return fmt.Errorf("predict with job %s: the coordinator answered %d predictions for %d rows", id, len(resp.GetMean()), hi-lo)
-		}
-		mean = append(mean, resp.GetMean()...)
-		lat = append(lat, resp.GetLatentVar()...)
-		noisy = append(noisy, resp.GetNoisyVar()...)
-		if o := resp.GetOutsideDomain(); len(o) > 0 {
-			if len(o) != hi-lo {
-				return fmt.Errorf("predict with job %s: the coordinator flagged %d of %d rows", id, len(o), hi-lo)
-			}
-			if outside == nil {
-				outside = make([]bool, lo, x.N())
-			}
-			outside = append(outside, o...)
-		} else if outside != nil {
-			outside = append(outside, make([]bool, hi-lo)...)
-		}
-	}
-	p := model.Prediction{Mean: mean, LatentVar: lat, NoisyVar: noisy, Outside: outside}
-	for _, o := range outside {
-		if o {
-			p.NOutside++
-		}
-	}
-	if p.NOutside > 0 {
-		fmt.Fprintf(errOut, "predict: %d of %d rows lie outside the domain of job %s's model, where its features alias; they are predicted by the prior and flagged in the outside_domain column\n", p.NOutside, x.N(), id)
-	}
-	return writePredictions(outPath, p)
-}
-
-// csvHeader returns the names in the first line of a CSV file.
-func csvHeader(path string) ([]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	buf := make([]byte, 64<<10)
-	n, err := io.ReadFull(f, buf)
-	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
-		return nil, err
-	}
-	line, _, _ := strings.Cut(string(buf[:n]), "\n")
-	line = strings.TrimPrefix(strings.TrimRight(line, "\r"), "\ufeff")
-	var names []string
-	for _, f := range strings.Split(line, ",") {
-		names = append(names, strings.Trim(strings.TrimSpace(f), `"`))
-	}
-	return names, nil
-}
-
-// fetchModel returns the encoded model of a finished job (GetModel).
-func fetchModel(ctx context.Context, c *client, id string) ([]byte, error) {
-	var buf []byte
-	err := c.do(ctx, func(ctx context.Context, cl pb.CoordinatorClient, opts ...grpc.CallOption) error {
-		buf = buf[:0]
-		st, err := cl.GetModel(ctx, &pb.GetModelRequest{JobId: id}, opts...)
-		if err != nil {
-			return err
-		}
-		for {
-			ch, err := st.Recv()
-			if err == io.EOF {
 				return nil
-			}
-			if err != nil {
-				return err
-			}
-			buf = append(buf, ch.GetData()...)
-		}
-	})
-	if err != nil {
-		return nil, fmt.Errorf("get the model of job %s: %w", id, err)
-	}
-	if len(buf) == 0 {
-		return nil, fmt.Errorf("get the model of job %s: the coordinator sent no bytes", id)
-	}
-	return buf, nil
-}
-
-func newModelCmd(e *env) *cobra.Command {
-	var cf clientFlags
-	var out string
-	cmd := &cobra.Command{
-		Use:   "model ID --out FILE",
-		Short: "Download the model of a finished job, for predict --model on this machine",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if out == "" {
-				return fmt.Errorf("--out is required: where to write the model")
-			}
-			c, err := cf.connect(e.log)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			b, err := fetchModel(cmd.Context(), c, args[0])
-			if err != nil {
-				return err
-			}
-			if _, err := model.Decode(bytes.NewReader(b)); err != nil {
-				return fmt.Errorf("the model of job %s does not decode: %w", args[0], err)
-			}
-			if err := writeFileAtomic(out, b); err != nil {
-				return fmt.Errorf("write model: %w", err)
-			}
-			fmt.Fprintf(e.out, "%s (%d bytes)\n", out, len(b))
-			return nil
+			})
 		},
 	}
-	cmd.Flags().StringVar(&out, "out", "", "where to write the model")
+	of.register(cmd)
 	cf.register(cmd)
 	return cmd
-}
-
-// writeFileAtomic writes b to path through a temporary file and a rename.
-func writeFileAtomic(path string, b []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
 }

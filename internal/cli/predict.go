@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/gpreduce/gpreduce/internal/model"
 	"github.com/gpreduce/gpreduce/internal/shard"
+	"github.com/gpreduce/gpreduce/internal/train"
 )
 
 func newPredictCmd(e *env) *cobra.Command {
@@ -29,7 +31,7 @@ the box, 0 inside); those rows get the prior mean and variance, and stderr says 
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if modelPath == "" || dataPath == "" || outPath == "" {
-				return fmt.Errorf("--model, --data and --out are required")
+				return usageErrorf("--model, --data and --out are required (--out - writes to stdout)")
 			}
 			f, err := os.Open(modelPath)
 			if err != nil {
@@ -53,26 +55,32 @@ the box, 0 inside); those rows get the prior mean and variance, and stderr says 
 			if x.D != m.D {
 				return fmt.Errorf("%s has %d input columns; the model was trained on %d (%s)", dataPath, x.D, m.D, strings.Join(m.Columns, ","))
 			}
+			pr := newProgress(e.errOut, e.tty)
+			if e.tty {
+				pr.observe(train.Event{Phase: "predict", Message: fmt.Sprintf("%d rows with the %s model", x.N(), m.Method)})
+			}
 			p, err := m.Predict(x.X, x.N())
+			pr.done()
 			if err != nil {
 				return err
 			}
 			if p.NOutside > 0 {
 				fmt.Fprintf(e.errOut, "predict: %s\n", outsideMessage(m, p.NOutside, x.N()))
 			}
-			return writePredictions(outPath, p)
+			return writePredictions(e.out, outPath, p)
 		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&modelPath, "model", "", "model file")
 	fl.StringVar(&dataPath, "data", "", "CSV of inputs")
-	fl.StringVar(&outPath, "out", "", "where to write the predictions CSV")
+	fl.StringVar(&outPath, "out", "", "where to write the predictions CSV (- for stdout)")
 	fl.BoolVar(&header, "header", false, "the data CSV has a header line")
 	fl.StringVar(&columns, "columns", "", "input columns by name or 0-based index (default: the model's column names with --header, else all)")
 	return cmd
 }
 
-func writePredictions(path string, p model.Prediction) error {
+// writePredictions writes the predictions CSV to path, or to stdout when path is "-".
+func writePredictions(stdout io.Writer, path string, p model.Prediction) error {
 	var b strings.Builder
 	b.WriteString("mean,latent_var,noisy_var")
 	if p.Outside != nil {
@@ -93,6 +101,12 @@ func writePredictions(path string, p model.Prediction) error {
 			}
 		}
 		b.WriteByte('\n')
+	}
+	if path == "-" {
+		if _, err := io.WriteString(stdout, b.String()); err != nil {
+			return fmt.Errorf("write predictions: %w", err)
+		}
+		return nil
 	}
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 		return fmt.Errorf("write predictions: %w", err)

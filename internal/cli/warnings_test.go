@@ -223,8 +223,8 @@ func TestWarningsPrinted(t *testing.T) {
 	if err := json.Unmarshal(js, &back); err != nil {
 		t.Fatal(err)
 	}
-	var out, errOut bytes.Buffer
-	printResult(&env{out: &out, errOut: &errOut}, r)
+	var out bytes.Buffer
+	printResult(&out, r)
 	for _, c := range codes {
 		if !hasCode(back.Warnings, c) {
 			t.Errorf("eval JSON lacks %s: %s", c, js)
@@ -267,7 +267,7 @@ func TestWarningsPrinted(t *testing.T) {
 		t.Fatal(err)
 	}
 	out.Reset()
-	printResult(&env{out: &out, errOut: &errOut}, r)
+	printResult(&out, r)
 	want := 0
 	for i := 0; i < tab.N(); i++ {
 		if z := (tab.X[i] - m.Transform.XMean[0]) / m.Transform.XScale[0]; z < -0.5 || z > 0.5 {

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -28,43 +27,28 @@ const (
 // ExecuteWorker runs the worker command line with args and returns the process exit code.
 func ExecuteWorker(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	tty := isTerminal(stderr)
-	var (
-		logLevel string
-		log      zerolog.Logger
-	)
+	var lf logFlags
+	log := zerolog.Nop()
 	root := &cobra.Command{
-		Use:           "worker",
-		Short:         "A gpreduce worker: registers with the coordinators, loads shards and runs map tasks",
+		Use:   "worker",
+		Short: "A gpreduce worker: registers with the coordinators, loads shards and runs map tasks",
+		Long: `worker runs one gpreduce worker (worker serve): it registers with the coordinators, loads
+shards of the jobs' data and runs their map tasks.
+
+` + exitCodesHelp,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		PersistentPreRunE: func(*cobra.Command, []string) error {
-			lvl, err := zerolog.ParseLevel(logLevel)
-			if err != nil {
-				return fmt.Errorf("--log-level: %w", err)
-			}
-			var w io.Writer = stderr
-			if tty {
-				w = zerolog.ConsoleWriter{Out: stderr, TimeFormat: "15:04:05"}
-			}
-			log = zerolog.New(w).Level(lvl).With().Timestamp().Logger()
-			return nil
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			warnDeprecated(cmd, stderr)
+			l, err := lf.logger(stderr, tty)
+			log = l
+			return err
 		},
 	}
-	root.PersistentFlags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	lf.register(root, "info")
 	root.AddCommand(newWorkerServeCmd(&log))
 	addVersion(root)
-	root.SetArgs(args)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	if err := root.ExecuteContext(ctx); err != nil {
-		if errors.Is(err, context.Canceled) {
-			fmt.Fprintln(stderr, "worker: interrupted")
-			return 130
-		}
-		fmt.Fprintf(stderr, "worker: %v\n", err)
-		return 1
-	}
-	return 0
+	return runRoot(ctx, root, args, stdout, stderr)
 }
 
 // workerServeFlags are the flags of `worker serve`.

@@ -43,8 +43,15 @@ func TestWorkerCommandErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, errOut := runWorker(context.Background(), tc.args...)
-			if code != 1 {
-				t.Fatalf("exit %d; want 1\n%s", code, errOut)
+			want := ExitError
+			switch tc.name {
+			case "missing token file", "missing certificate":
+				want = ExitNotFound
+			case "bad log level", "stray argument":
+				want = ExitUsage
+			}
+			if code != want {
+				t.Fatalf("exit %d; want %d\n%s", code, want, errOut)
 			}
 			if !strings.HasPrefix(errOut, "worker: ") {
 				t.Errorf("stderr %q does not start with the command name", errOut)

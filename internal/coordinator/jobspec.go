@@ -87,7 +87,10 @@ func sourceFromSpec(d *pb.DataSource) (shard.Source, error) {
 	}
 	src := shard.Source{
 		URI: strings.TrimSpace(d.GetUri()), Format: strings.ToLower(d.GetFormat()), Split: int(d.GetSplit()),
-		Header: d.GetHeader(), Target: d.GetTarget(), Columns: append([]string(nil), d.GetColumns()...),
+		Header: d.GetHeader(), Target: d.GetTarget(), Columns: append([]string(nil), d.GetColumns()...), TrainRows: int(d.GetTrainRows()),
+	}
+	if d.GetTrainRows() < 0 || d.GetTrainRows() > 1<<40 {
+		return shard.Source{}, specError("data.train_rows", "%d: give a positive number of rows, or 0 for all", d.GetTrainRows())
 	}
 	if len(src.Columns) == 0 {
 		src.Columns = nil
@@ -139,7 +142,7 @@ func JobSpecOf(s train.Spec, src shard.Source, shards int, shardTimeout time.Dur
 	js := s.JobSpec()
 	js.Data = &pb.DataSource{
 		Uri: src.URI, Format: src.Format, Split: int32(src.Split),
-		Header: src.Header, Target: src.Target, Columns: src.Columns,
+		Header: src.Header, Target: src.Target, Columns: src.Columns, TrainRows: int64(src.TrainRows),
 	}
 	js.Shards = int32(shards)
 	js.ShardTimeoutSeconds = int32(shardTimeout / time.Second)

@@ -71,3 +71,10 @@ func (s *Server) checkMemberProof(ctx context.Context, method, id, raftAddr, api
 	}
 	return nil
 }
+
+// WithRemoveMemberProof adds to ctx the proof of the raft secret that RemoveMember of member
+// id needs on a cluster with a raft secret (nothing when secret is empty). It is for clients
+// that hold the secret, such as `coordinator members remove --raft-secret-file`.
+func WithRemoveMemberProof(ctx context.Context, secret []byte, id string) context.Context {
+	return withMemberProof(ctx, secret, "RemoveMember", id, "", "")
+}

@@ -32,6 +32,10 @@ func (f Family) String() string {
 	return familyNames[f]
 }
 
+// FamilyNames returns the kernel names ParseFamily accepts, in the order of the Family
+// constants.
+func FamilyNames() []string { return append([]string(nil), familyNames[:]...) }
+
 // ParseFamily reads a kernel name: rbf, matern12, matern32 or matern52.
 func ParseFamily(s string) (Family, error) {
 	for i, n := range familyNames {

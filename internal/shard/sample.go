@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/gpreduce/gpreduce/internal/reduce"
 )
@@ -76,4 +77,21 @@ func (k SampleTask) Map(ctx context.Context, ref Ref, t *Table) (reduce.Stats, e
 		s.Add(rng.Float64(), t.Row(i), t.Y[i])
 	}
 	return s, nil
+}
+
+// trainRowsStream seeds SampleRows.
+const trainRowsStream = 0x74726f7773
+
+// SampleRows returns k of t's rows drawn without replacement by a fixed random stream, in
+// their order in t: the same rows for the same table and k, whoever draws them (eval
+// --train-rows, a cluster job with DataSource.train_rows). k must be at most t.N().
+func SampleRows(t *Table, k int) *Table {
+	idx := rand.New(rand.NewPCG(trainRowsStream, 0)).Perm(t.N())[:k]
+	slices.Sort(idx)
+	out := &Table{Source: t.Source, Columns: t.Columns, Target: t.Target, D: t.D, X: make([]float64, 0, k*t.D), Y: make([]float64, 0, k)}
+	for _, i := range idx {
+		out.X = append(out.X, t.Row(i)...)
+		out.Y = append(out.Y, t.Y[i])
+	}
+	return out
 }

@@ -26,6 +26,9 @@ type Source struct {
 	Header  bool
 	Target  string
 	Columns []string
+	// TrainRows > 0 keeps a fixed random sample of that many rows (SampleRows); the source
+	// is then read whole and cut into row ranges, like a gzipped CSV.
+	TrainRows int
 }
 
 // Automatic shard sizes for Plan with k <= 0.
@@ -234,10 +237,12 @@ type location struct {
 	url  string // http(s) URL, or ""
 	uci  bool
 	gz   bool
+	// sampled: the source keeps a sample of its rows (Source.TrainRows).
+	sampled bool
 }
 
 // rows reports whether the source is cut into row ranges rather than byte ranges.
-func (l location) rows() bool { return l.uci || l.gz }
+func (l location) rows() bool { return l.uci || l.gz || l.sampled }
 
 func (l location) kind() string {
 	switch {
@@ -335,6 +340,10 @@ func locate(src Source) (location, error) {
 		}
 		loc.gz = false
 	}
+	if src.TrainRows < 0 {
+		return location{}, fmt.Errorf("data source %s: train rows %d: give a positive number of rows, or 0 for all", uri, src.TrainRows)
+	}
+	loc.sampled = src.TrainRows > 0
 	return loc, nil
 }
 
@@ -367,6 +376,9 @@ func (r Reader) loadTable(ctx context.Context, src Source, loc location) (*Table
 	}
 	if err != nil {
 		return nil, err
+	}
+	if k := src.TrainRows; k > 0 && k < t.N() {
+		t = SampleRows(t, k)
 	}
 	return t, ctx.Err()
 }

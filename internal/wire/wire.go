@@ -302,10 +302,10 @@ func DecodeRef(m *pb.ShardRef) shard.Ref {
 
 // EncodeSource returns the message form of a data source.
 func EncodeSource(s shard.Source) *pb.DataSource {
-	return &pb.DataSource{Uri: s.URI, Format: s.Format, Split: int32(s.Split), Header: s.Header, Target: s.Target, Columns: s.Columns}
+	return &pb.DataSource{Uri: s.URI, Format: s.Format, Split: int32(s.Split), Header: s.Header, Target: s.Target, Columns: s.Columns, TrainRows: int64(s.TrainRows)}
 }
 
 // DecodeSource returns a data source.
 func DecodeSource(m *pb.DataSource) shard.Source {
-	return shard.Source{URI: m.GetUri(), Format: m.GetFormat(), Split: int(m.GetSplit()), Header: m.GetHeader(), Target: m.GetTarget(), Columns: m.GetColumns()}
+	return shard.Source{URI: m.GetUri(), Format: m.GetFormat(), Split: int(m.GetSplit()), Header: m.GetHeader(), Target: m.GetTarget(), Columns: m.GetColumns(), TrainRows: int(m.GetTrainRows())}
 }

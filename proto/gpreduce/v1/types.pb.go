@@ -34,7 +34,11 @@ type DataSource struct {
 	// Target column by header name or 0-based index; empty means the last column.
 	Target string `protobuf:"bytes,5,opt,name=target,proto3" json:"target,omitempty"`
 	// Input columns by name or 0-based index; empty means all but the target.
-	Columns       []string `protobuf:"bytes,6,rep,name=columns,proto3" json:"columns,omitempty"`
+	Columns []string `protobuf:"bytes,6,rep,name=columns,proto3" json:"columns,omitempty"`
+	// When positive, train on a fixed random sample of this many of the source's rows (the
+	// same sample as `coordinator eval --train-rows`), kept in file order; the source is then
+	// read whole and cut into row ranges. 0: every row.
+	TrainRows     int64 `protobuf:"varint,7,opt,name=train_rows,json=trainRows,proto3" json:"train_rows,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -109,6 +113,13 @@ func (x *DataSource) GetColumns() []string {
 		return x.Columns
 	}
 	return nil
+}
+
+func (x *DataSource) GetTrainRows() int64 {
+	if x != nil {
+		return x.TrainRows
+	}
+	return 0
 }
 
 // ShardRef identifies one of a job's fixed shards.
@@ -1797,7 +1808,7 @@ var File_gpreduce_v1_types_proto protoreflect.FileDescriptor
 
 const file_gpreduce_v1_types_proto_rawDesc = "" +
 	"\n" +
-	"\x17gpreduce/v1/types.proto\x12\vgpreduce.v1\"\x96\x01\n" +
+	"\x17gpreduce/v1/types.proto\x12\vgpreduce.v1\"\xb5\x01\n" +
 	"\n" +
 	"DataSource\x12\x10\n" +
 	"\x03uri\x18\x01 \x01(\tR\x03uri\x12\x16\n" +
@@ -1805,7 +1816,9 @@ const file_gpreduce_v1_types_proto_rawDesc = "" +
 	"\x05split\x18\x03 \x01(\x05R\x05split\x12\x16\n" +
 	"\x06header\x18\x04 \x01(\bR\x06header\x12\x16\n" +
 	"\x06target\x18\x05 \x01(\tR\x06target\x12\x18\n" +
-	"\acolumns\x18\x06 \x03(\tR\acolumns\"\x92\x01\n" +
+	"\acolumns\x18\x06 \x03(\tR\acolumns\x12\x1d\n" +
+	"\n" +
+	"train_rows\x18\a \x01(\x03R\ttrainRows\"\x92\x01\n" +
 	"\bShardRef\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x16\n" +
 	"\x06source\x18\x02 \x01(\tR\x06source\x12\x16\n" +

@@ -138,7 +138,7 @@ func TestCGFlags(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, errOut := run(t, tc.args...)
 			want := ExitError
-			if tc.name == "eval not a number" || tc.name == "submit job file with flags" {
+			if tc.name == "eval not a number" || tc.name == "submit huge cg iters" || tc.name == "submit job file with flags" {
 				want = ExitUsage // a bad flag value; flags a job file replaces
 			}
 			if code != want {

@@ -11,8 +11,8 @@ import (
 // s x s Gram matrix alone would need 32 PiB). Practical limits are set by SizeGL's MaxFeatures.
 const MaxGLFeatures = 1 << 26
 
-// GL is the real-valued Gauss-Legendre feature map of digest 000 (Fink Shustin & Avron 2022,
-// Sections 1.1-1.2). Bochner's theorem in the angular convention writes the kernel shape as
+// GL is the Gauss-Legendre feature map of Fink Shustin & Avron 2022 (§4, eqs. 8-11), in a
+// real-valued form derived here (the paper's features are complex). Bochner's theorem in the angular convention writes the kernel shape as
 //
 //	k0(x - x') = Int_{R^d} exp(i (x-x')^T eta) p(eta; l) d eta,
 //

@@ -12,12 +12,15 @@ import (
 )
 
 // GRIEFJitter is the relative diagonal jitter of the 1-D inducing kernel matrices: NewGRIEF
-// factorises K_UU^(i) + GRIEFJitter * max_a [K_UU^(i)]_aa * I (digest 001, 1.3 and pitfall 2;
-// the authors' code adds 1e-12). Since K_UU^(i) is positive semi-definite, every eigenvalue of
+// factorises K_UU^(i) + GRIEFJitter * max_a [K_UU^(i)]_aa * I (the Kronecker
+// eigendecomposition of Evans & Nair 2018, §4; the jitter is not in the paper: the authors' code
+// adds 1e-12, because the smallest 1-D eigenvalues of an SE kernel round to zero or below).
+// Since K_UU^(i) is positive semi-definite, every eigenvalue of
 // the jittered matrix is at least the jitter in exact arithmetic, so its logarithm exists.
 const GRIEFJitter = 1e-12
 
-// GRIEFGrid places the Cartesian inducing grid of GP-GRIEF (digest 001, 1.2), one axis per
+// GRIEFGrid places the Cartesian inducing grid of GP-GRIEF (Evans & Nair 2018, §4 and its
+// footnote 1, which give no placement rule; this one follows the authors' code), one axis per
 // input column i:
 //
 //	m_i = min(mbar, #distinct values of column i),
@@ -77,7 +80,7 @@ func GRIEFGrid(min, max []float64, distinct [][]float64, mbar int) ([][]float64,
 	return grid, nil
 }
 
-// GRIEF is the GP-GRIEF feature map (Evans & Nair 2018; digest 001): the top-p Nystrom
+// GRIEF is the GP-GRIEF feature map (Evans & Nair 2018, §§3-4): the top-p Nystrom
 // eigenfunctions of a PRODUCT kernel with inducing points on a Cartesian grid U = grid_1 x ... x grid_d.
 //
 // The kernel is the product form
@@ -87,12 +90,13 @@ func GRIEFGrid(min, max []float64, distinct [][]float64, mbar int) ([][]float64,
 // with k0 the 1-D shape of Family. For RBF this equals the ARD RBF kernel; for the Matern
 // families it is the product of 1-D Materns, which is NOT the (isotropic-distance) ARD Matern of
 // package kernel. The signal variance is split evenly, each factor carrying c = sf2^(1/d), so
-// k_i(a, b) = c k0_i(a, b) (any split gives the same product; digest 1.1).
+// k_i(a, b) = c k0_i(a, b) (the paper does not say how it is split; any split gives the same
+// product).
 //
 // With K_UU^(i) = Q^(i) diag(lambda^(i)) Q^(i)^T the 1-D eigendecompositions (after the jitter of
 // GRIEFJitter), K_UU = kron_i K_UU^(i) has eigenvalues prod_i lambda^(i)_{j_i} and eigenvectors
 // kron_i q^(i)_{j_i}. The features are the eigenvalue-scaled Nystrom eigenfunctions of the p
-// largest product eigenvalues (digest eqs. 3-4):
+// largest product eigenvalues (GP-GRIEF §3, eqs. 3-4):
 //
 //	phi_k(x) = Lambda_k^{-1/2} K_{x,U} q_k = prod_i B_i(x, k) / sqrt(prod_i lambda^(i)_{Idx[k,i]}),
 //	B_i(x, k) = sum_a k_i(x_i, grid_i[a]) Q^(i)[a, Idx[k,i]]                (Theorem 2),
@@ -103,7 +107,8 @@ func GRIEFGrid(min, max []float64, distinct [][]float64, mbar int) ([][]float64,
 // A GRIEF is read-only after NewGRIEF (or after a successful Validate of a decoded value) and safe
 // for concurrent use. The exported fields are the description of the map; a GRIEF decoded from
 // the wire carries them exactly, so every node computes the same features with the same S_p
-// (ties among product eigenvalues are broken once, where NewGRIEF runs; digest pitfall 4).
+// (ties among product eigenvalues, common with equal lengthscales, are broken once, where
+// NewGRIEF runs).
 type GRIEF struct {
 	// Family is the 1-D kernel shape k0 of every factor.
 	Family kernel.Family
@@ -133,7 +138,7 @@ type GRIEF struct {
 // GRIEFJitter * max diag = GRIEFJitter * sf2^(1/d) on the diagonal, eigendecomposes it
 // (gonum EigenSym), orders the eigenpairs by descending eigenvalue and takes logs (eigenvalues
 // that rounding pushes below the jitter, their exact lower bound, are raised to it). It then runs
-// Algorithm 1 of digest 001, 1.6 in log space: starting from the top min(p, m_1) of log lambda^(1),
+// Algorithm 1 of GP-GRIEF (§4) in log space: starting from the top min(p, m_1) of log lambda^(1),
 // for each further dimension i it forms the candidates loglam_a + log lambda^(i)_b of the current
 // list and keeps the top p, recording the index tuples. Because every factor is positive and the
 // order of prefixes is kept under a common suffix, this finds exactly the top p products. Ties
@@ -226,8 +231,9 @@ func NewGRIEF(f kernel.Family, ls []float64, sf2 float64, grid [][]float64, p in
 	return g, nil
 }
 
-// topProducts is Algorithm 1 of digest 001 (1.6) in log space: it returns the index tuples
-// (p' x d row-major) and the sums of the p' = min(p, prod_i len(logLam[i])) largest sums
+// topProducts is Algorithm 1 of GP-GRIEF (§4) in log space (the paper's ones vector
+// 1_{ceil(log lambda_p)} is corrected here to one of the current list's length): it returns
+// the index tuples (p' x d row-major) and the sums of the p' = min(p, prod_i len(logLam[i])) largest sums
 // sum_i logLam[i][j_i], in descending order, ties broken by the candidate index a*m_i + b of
 // each stage. Every logLam[i] must be sorted descending and non-empty.
 func topProducts(logLam [][]float64, p int) ([]int, []float64) {
@@ -407,7 +413,7 @@ func (g *GRIEF) Map(x, dst []float64) {
 // MapBlock writes the features of rows inputs: x is rows x d row-major, dst rows x p row-major,
 // dst[j*p+k] = phi_k(x_j). It panics if a slice is too short.
 //
-// It uses Theorem 2 of digest 001 (1.7) in the log-stable sign/log form:
+// It uses Theorem 2 of GP-GRIEF (§4, eq. 10) in the paper's log-stable sign/log form:
 //
 //	phi_k(x) = prod_i sign(B_i) * exp( sum_i log|B_i| - 0.5 LogLamP[k] ),
 //	B_i = (k_i(x_i, grid_i) Q^(i))[Idx[k,i]],

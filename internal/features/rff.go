@@ -12,7 +12,7 @@ import (
 const rffStream = 0x6770726564756365 // "gpreduce"
 
 // RFF is the random-Fourier-feature map with fixed base frequencies (Rahimi & Recht 2008; the
-// baseline of digest 000, Section 4.3). The m = s/2 base frequencies omega_r are drawn once from the
+// baseline of Fink Shustin & Avron 2022, §4.3). The m = s/2 base frequencies omega_r are drawn once from the
 // spectral density with unit lengthscales (kernel.SampleSpectral), and the lengthscales rescale them:
 // the frequency of pair r is L^-1 omega_r. With
 //

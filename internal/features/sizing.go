@@ -46,13 +46,13 @@ const AliasMargin = 1.5
 const ResolveFactor = 5.0
 
 // SizeGL chooses the box half-widths U_k and node counts s_k of the Gauss-Legendre features for
-// family f (digest 000, Sections 4 and 6), for the worst case over the hyperparameter box: smallest
+// family f (Fink Shustin & Avron 2022, §§5-6), for the worst case over the hyperparameter box: smallest
 // lengthscale, largest signal variance, smallest noise.
 //
 // Box. Truncating the spectral integral to the box changes every kernel value by at most the
 // spectral mass outside it. n-spectral equivalence tolerates a truncation error of
 // 1/(2 sigma_f^2 n) in the Rayleigh quotient, whose spectral integrand is bounded by
-// n/sigma_n^2 (digest 000, Eq. 17 and 21); hence the tail mass must be at most
+// n/sigma_n^2 (Fink Shustin & Avron 2022, §5.1, eqs. 17 and 21); hence the tail mass must be at most
 //
 //	delta = sigma_n0^2 / (2 sigma_f0^2 n^2).
 //
@@ -74,14 +74,15 @@ const ResolveFactor = 5.0
 // nu = 1/2. In degenerate settings (noise above signal, tiny n) the one-sided tail is capped at 1/4
 // so U stays positive.
 //
-// Nodes. With the data extent R_k and the largest lengthscale l_max,k (digest 000, Section 6):
+// Nodes. With the data extent R_k and the largest lengthscale l_max,k (empirical rules, not
+// the paper's Theorem 13 bound, which takes the worst case at the smallest lengthscale only):
 //
 //	s_k = max( ceil(AliasMargin U_k R_k / 2) + 1, ceil(ResolveFactor l_max,k U_k) ).
 //
 // The first term keeps the GL node spacing near the centre (~ pi U_k / s_k) below the aliasing
 // limit 2 pi / R_k; the second resolves the spectral density at the largest lengthscale, where it
-// is a spike of width ~ 1/l_max,k. The digest states both as lower bounds (s_k >= U_k R_k / 2 and
-// about 4 l_max U_k); at exactly those counts we measured likelihood errors of a few percent
+// is a spike of width ~ 1/l_max,k. Numerical tests (not in the paper) give both as lower bounds
+// (s_k >= U_k R_k / 2 and about 4 l_max U_k); at exactly those counts we measured likelihood errors of a few percent
 // (RBF, d = 1), and the margins AliasMargin = 1.5 and ResolveFactor = 5 bring them below 1e-6.
 // s_k need not be odd.
 //
@@ -374,7 +375,7 @@ type GLPlan struct {
 // Nodes per dimension satisfy SizeGL's two bounds and the lag rule
 // s_k >= U_k (R_k + kappa l_max,k) / 2 + 1 (LagFactor), so that Width_k >= R_k. When that fits the
 // budget the plan uses the requested bounds. Otherwise it fits the grid to the budget and
-// records what it changed (digest 000 §6: the node count grows as U_k R_k for aliasing and as
+// records what it changed (by SizeGL's node rules the count grows as U_k R_k for aliasing and as
 // l_max,k U_k for resolution, with U_k ~ 1 / l_min,k):
 //
 //  1. the resolution factor drops from ResolveFactor to BudgetResolveFactor and the box

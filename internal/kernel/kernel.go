@@ -161,7 +161,8 @@ func (k Kernel) EvalGrad(x, y, grad []float64) float64 {
 // LogSpectralDensity returns log p(eta) for the normalised spectral density of the kernel
 // shape with lengthscales ls, in the angular convention k0(tau) = Int exp(-i tau^T eta) p(eta) d eta
 // (so Int p = 1 and k(x,x) = sigma_f^2). If dlogl is not nil it receives
-// d log p / d log l_k (length d). Digest 000, Table 2:
+// d log p / d log l_k (length d). The densities are those of Fink Shustin & Avron 2022, Table 2;
+// the derivatives in log l_k are derived here by differentiating them:
 //
 //	RBF:    p = (2 pi)^(-d/2) prod l_k exp(-||L eta||^2 / 2),              dlog p/dlog l_k = 1 - l_k^2 eta_k^2
 //	Matern: p = Gamma(nu+d/2) prod l_k / (Gamma(nu) (2 pi nu)^(d/2)) (1 + ||L eta||^2/(2nu))^-(nu+d/2),

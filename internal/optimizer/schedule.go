@@ -27,8 +27,8 @@ type Schedule struct {
 	// "cosine"; it must be finite and non-negative and is ignored by "constant".
 	MinLR float64
 	// Milestones are the fractions of maxIter in (0, 1], increasing, at which "multistep"
-	// multiplies the rate by Decay (PyTorch's MultiStepLR; digest 004 §6 uses 0.5, 0.7, 0.9
-	// with Decay 0.1).
+	// multiplies the rate by Decay (PyTorch's MultiStepLR; Potapczynski et al. 2021, App. E, use 0.5,
+	// 0.7, 0.9 with Decay 0.1).
 	Milestones []float64
 }
 

@@ -12,7 +12,8 @@ import (
 // sampleCheckEvery is how many rows DistinctTask.Map and SampleTask.Map read between context checks.
 const sampleCheckEvery = 1 << 16
 
-// DistinctTask is the engine task of the GP-GRIEF grid placement (digest 001, 1.2): per input
+// DistinctTask is the engine task of the GP-GRIEF grid placement (Evans & Nair 2018, §4; the
+// per-column rule follows the authors' code, see features.GRIEFGrid): per input
 // column it collects the sorted distinct values, the smallest Cap+1 of them (reduce.Distinct), so
 // that after the merge a column with at most Cap values is known exactly and one with more is
 // known to be "many". With Cap = mbar the result feeds features.GRIEFGrid together with the
@@ -43,7 +44,8 @@ func (k DistinctTask) Map(ctx context.Context, ref Ref, t *Table) (reduce.Stats,
 }
 
 // SampleTask is the engine task of the random subsample used to initialise the kernel
-// hyperparameters (GP-GRIEF: an exact GP fitted to min(n, K) random rows; digest 001, 2.4). Each
+// hyperparameters (GP-GRIEF, Evans & Nair 2018, §6: an exact GP fitted to min(n,
+// 1000) random rows; here min(n, K)). Each
 // row i of the shard with index ref.Index gets the key
 //
 //	u_i = the i-th Float64 of rand.New(rand.NewPCG(Seed, uint64(ref.Index))),

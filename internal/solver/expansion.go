@@ -24,10 +24,12 @@ import (
 // k(X, X) + sigma_n^2 I, in the exact latent variance k(x,x) - k_x^T K^-1 k_x, so a row costs
 // O(m (D + RMinus + RPlus)) and no solve with K:
 //
-//   - cg and kmcg (the Lanczos cache of LOVE, digest 004 §6): J Lanczos steps on K give
+//   - cg and kmcg (the Lanczos cache of LOVE, Pleiss et al. 2018, as in Potapczynski et al.
+//     2021, App. E): J Lanczos steps on K give
 //     K ~= Q T Q^T with Q m x J orthonormal and T = L L^T, so K^-1 ~= Q T^-1 Q^T and
 //     Minus = Q L^-T (RMinus = J, RPlus = 0); J grows until the variances converge.
-//   - KMCG's own DTC-style variance (digest 003 §2.7, eq. 15b), which the methods no longer
+//   - KMCG's own DTC-style variance (Bartels & Hennig 2020, §3.2, the variance between eqs.
+//     15 and 16), which the methods no longer
 //     store: Minus = S L1^-T and Plus = S L2^-T from the search directions S and the Cholesky
 //     factors L1, L2 of its two projected systems, PlusScale = sigma_n^2.
 //

@@ -16,9 +16,10 @@ type LanczosStep func(j int, q []float64, diag, off float64) bool
 
 // LanczosBasis runs at most rank steps of the Lanczos process on the symmetric operator A
 // from b with full reorthogonalisation (two passes of classical Gram-Schmidt against every
-// earlier vector, as matrix-vector products), the cache of LOVE (Pleiss et al. 2018; digest
-// 004 §6). It returns Q = [q_1..q_r] (n x r, column-major, orthonormal, q_1 = b/||b||) and
-// the tridiagonal T = Q^T A Q as its diagonal Diag (r) and off-diagonal Off (r-1):
+// earlier vector, as matrix-vector products), the cache of LOVE (Pleiss et al. 2018; used for
+// the variances by Potapczynski et al. 2021, App. E). It returns Q = [q_1..q_r] (n x r,
+// column-major, orthonormal, q_1 = b/||b||) and the tridiagonal T = Q^T A Q as its diagonal
+// Diag (r) and off-diagonal Off (r-1):
 //
 //	w = A q_j - Off_{j-1} q_{j-1},  Diag_j = q_j^T w,  w -= Diag_j q_j,  reorthogonalise w,
 //	Off_j = ||w||,  q_{j+1} = w / Off_j.
@@ -193,19 +194,21 @@ func (g *VarianceGap) Gap() float64 {
 
 // reorthBreakdown is the relative curvature s^T A s / (s^T s) below which ReorthCG stops: the
 // direction is numerically in the null space of A (noise-free kernel matrices are severely
-// ill-conditioned; digest 003 §6).
+// ill-conditioned; Bartels & Hennig 2020 use no such guard).
 const reorthBreakdown = 1e-13
 
 // ReorthCG runs conjugate gradients on A x = b from x_0 = 0 with full A-reorthogonalisation of
 // the search directions and returns the directions S = [s_1..s_P] and their images
-// Z = A S = [z_1..z_P] (both n x P, column-major), the ingredients of KMCG (digest 003 §2.4-2.6;
-// the solution itself is discarded). With r_0 = s_1 = b, step i computes
+// Z = A S = [z_1..z_P] (both n x P, column-major), the ingredients of KMCG (Bartels & Hennig
+// 2020, §3.2, Definition 3 and Algorithm 2; the solution itself is discarded). With
+// r_0 = s_1 = b, step i computes
 //
 //	z_i = A s_i,  alpha_i = r_{i-1}^T r_{i-1} / s_i^T z_i,  r_i = r_{i-1} - alpha_i z_i,
 //	s_{i+1} = r_i + (r_i^T r_i / r_{i-1}^T r_{i-1}) s_i,
-//	s_{i+1} -= sum_{j<=i} (z_j^T s_{i+1} / s_j^T z_j) s_j        (A-orthogonalisation, digest 003 §3),
+//	s_{i+1} -= sum_{j<=i} (z_j^T s_{i+1} / s_j^T z_j) s_j        (A-orthogonalisation),
 //
-// which needs no extra products because Z is stored. It stops after maxIter directions, when
+// our form of the paper's full reorthogonalisation (§4, not spelled out there), which needs no
+// extra products because Z is stored. It stops after maxIter directions, when
 // ||r_i|| <= tol ||b|| (the paper's rule with tol = 0.01), or before adding a direction whose
 // curvature s^T A s / s^T s falls below 1e-13 times that of b (numerical breakdown).
 func ReorthCG(op Operator, b []float64, maxIter int, tol float64) (S, Z []float64, P int, err error) {

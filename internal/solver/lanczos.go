@@ -13,7 +13,8 @@ import (
 const slqTol = 1e-10
 
 // LanczosTridiagonal returns the J x J Lanczos tridiagonal T that (P)CG builds implicitly from
-// its coefficients alpha_1..alpha_J and beta_1..beta_{J-1} (Gardner et al. 2018, digest 004 §1.4):
+// its coefficients alpha_1..alpha_J and beta_1..beta_{J-1} (Gardner et al. 2018, as GPyTorch
+// builds it; Potapczynski et al. 2021, §3.1):
 //
 //	T_11 = 1/alpha_1,   T_jj = 1/alpha_j + beta_{j-1}/alpha_{j-1} (j >= 2),
 //	T_{j,j-1} = T_{j-1,j} = sqrt(beta_{j-1}) / alpha_{j-1}.
@@ -157,8 +158,8 @@ func GolubWelsch(diag, off []float64) ([]float64, error) {
 }
 
 // SLQLogDet estimates log det A for the operator A = K + sigma^2 I by preconditioned stochastic
-// Lanczos quadrature (digest 004 §1.2, §1.4). With P the preconditioner (identity when nil),
-// probes z_i ~ N(0, P) and w_i = P^-1/2 z_i ~ N(0, I),
+// Lanczos quadrature (Potapczynski et al. 2021, §2.1 and §3.1, eq. 8). With P the
+// preconditioner (identity when nil), probes z_i ~ N(0, P) and w_i = P^-1/2 z_i ~ N(0, I),
 //
 //	log det A = log det P + tr log(P^-1/2 A P^-1/2) = log det P + E[ w^T log(P^-1/2 A P^-1/2) w ],
 //
@@ -167,7 +168,8 @@ func GolubWelsch(diag, off []float64) ([]float64, error) {
 // ||w_i||^2 = z_i^T P^-1 z_i. The estimate is log det P plus the mean of the probes' terms, and
 // stderr is their sample standard deviation over sqrt(probes) (NaN for a single probe). All
 // probes share one batched PCG run of at most maxIter iterations, each probe stopping at relative
-// residual 1e-10; fewer than n iterations bias the estimate upward (digest 004 Theorem 1).
+// residual 1e-10; fewer than n iterations bias the estimate upward (Potapczynski et al. 2021,
+// §3.1, Theorem 1).
 func SLQLogDet(op Operator, precond Preconditioner, probes int, maxIter int, rng *rand.Rand) (estimate, stderr float64, err error) {
 	n := op.Dim()
 	if probes < 1 {

@@ -11,8 +11,8 @@ import (
 // PivotedCholesky computes a rank-r partial Cholesky factor L (n x r, column-major) of a
 // symmetric positive semidefinite n x n matrix K with K ~= L L^T, reading only the diagonal
 // K_ii = diag(i) and r rows K_{i,:} = row(i, dst) (dst of length n), as in Gardner et al. 2018
-// (digest 004 §1.5). With the residual diagonal e = diag(K - L_m L_m^T), step m picks the pivot
-// p = argmax_i e_i and sets
+// (the rank-5 preconditioner of Potapczynski et al. 2021, App. E). With the residual diagonal
+// e = diag(K - L_m L_m^T), step m picks the pivot p = argmax_i e_i and sets
 //
 //	L_{:,m} = (K_{p,:} - sum_{l<m} L_{p,l} L_{:,l}) / sqrt(e_p),   e_i -= L_{i,m}^2,
 //
@@ -90,7 +90,7 @@ func PivotedCholesky(diag func(i int) float64, row func(i int, dst []float64), n
 
 // Woodbury is the preconditioner P = L L^T + sigma^2 I_n for a rank-r factor L (n x r,
 // column-major), applied through the r x r matrix C = sigma^2 I_r + L^T L and its Cholesky
-// factor (digest 004 §1.5):
+// factor (standard Woodbury and determinant-lemma algebra):
 //
 //	P^-1 v = sigma^-2 (v - L C^-1 L^T v)                           (Woodbury identity)
 //	log det P = (n - r) log sigma^2 + log det C                    (determinant lemma:

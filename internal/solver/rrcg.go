@@ -6,8 +6,8 @@ import (
 	"math/rand/v2"
 )
 
-// Truncation is the distribution of the number J of CG iterations that RR-CG runs (digest 004
-// eq. 17, §4.3): with q = exp(-Lambda) and M = JMax - JMin + 1,
+// Truncation is the distribution of the number J of CG iterations that RR-CG runs (Potapczynski
+// et al. 2021, §4.1, eq. 17): with q = exp(-Lambda) and M = JMax - JMin + 1,
 //
 //	P(J = j) = q^(j - JMin) (1 - q) / (1 - q^M),   j = JMin..JMax,
 //
@@ -30,7 +30,7 @@ func (t Truncation) validate() error {
 }
 
 // Survival returns P(J >= j) in closed form, computed in float64 without the cancellation of
-// 1 - cdf (digest 004 §4.3):
+// 1 - cdf (a closed form derived here from eq. 17):
 //
 //	P(J >= j) = 1                                                       for j <= JMin,
 //	P(J >= j) = q^(j - JMin) (1 - q^(JMax - j + 1)) / (1 - q^M)         for JMin < j <= JMax,
@@ -92,10 +92,10 @@ func (t Truncation) Sample(rng *rand.Rand) int {
 // where Jc is the iteration at which the column's CG converged (its later terms are zero to the
 // tolerance). Quad[c] = (b_c^T W_1 + b_c^T W_2) / 2 is an unbiased estimate of b_c^T x_JMax
 // ~= b_c^T A^-1 b_c. W_1 and W_2 are independent given B, so a^T W_1 (dK) W_2 is unbiased for
-// the data term b^T A^-1 dK A^-1 b of the gradient (digest 004 §4.2), while a single W is
-// enough for the linear probe terms. CG holds the plain PCG run of max(J_1, J_2) iterations (its
-// X is the plain iterate, equal to W_s when convergence comes at Jc <= JMin, where all weights
-// are 1).
+// the data term b^T A^-1 dK A^-1 b of the gradient (Potapczynski et al. 2021, §4.1), while a
+// single W is enough for the linear probe terms. CG holds the plain PCG run of max(J_1, J_2)
+// iterations (its X is the plain iterate, equal to W_s when convergence comes at Jc <= JMin,
+// where all weights are 1).
 type RRResult struct {
 	W1, W2 []float64
 	Quad   []float64
@@ -103,10 +103,10 @@ type RRResult struct {
 	CG     *CGResult
 }
 
-// RRSolveQuad runs Russian-roulette truncated PCG (RR-CG, digest 004 §4.2, §4.5) on A X = B,
-// B n x k column-major, drawing J_1 and J_2 from trunc with rng and running one batched PCG of
-// max(J_1, J_2) iterations; see RRResult. All columns share (J_1, J_2). precond == nil means
-// P = I; tol is the relative residual at which a column stops early.
+// RRSolveQuad runs Russian-roulette truncated PCG (RR-CG, Potapczynski et al. 2021, §4.1,
+// eq. 16) on A X = B, B n x k column-major, drawing J_1 and J_2 from trunc with rng and running
+// one batched PCG of max(J_1, J_2) iterations; see RRResult. All columns share (J_1, J_2).
+// precond == nil means P = I; tol is the relative residual at which a column stops early.
 //
 // Unlike the reference code (which replaces W by the plain iterate whenever CG converges), the
 // converged estimate keeps its weights: replacing it is unbiased only when Jc <= JMin, and

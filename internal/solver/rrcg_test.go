@@ -52,7 +52,8 @@ func TestTruncationDistribution(t *testing.T) {
 			t.Errorf("%+v: sample mean %v, want %v (sd %v)", tc, m, tc.Mean(), sd)
 		}
 	}
-	// Digest 004 §4.3: lambda = 0.05 gives E[J] ~= JMin + 19.5.
+	// lambda = 0.05 gives E[J] ~= JMin + 1/(e^0.05 - 1) = JMin + 19.5 (J - JMin is nearly
+	// geometric when JMax >> JMin).
 	if m := (Truncation{Lambda: 0.05, JMin: 80, JMax: 100000}).Mean(); math.Abs(m-99.50) > 0.01 {
 		t.Errorf("lambda 0.05, JMin 80: E[J] = %v, want 99.50", m)
 	}
@@ -153,8 +154,8 @@ func TestRRSolveQuadIsUnbiasedAndFixedJIsNot(t *testing.T) {
 			if math.Abs(mean-exact) > 3*se {
 				t.Errorf("RR mean %v +- %v, exact %v (%.2f standard errors)", mean, se, exact, (mean-exact)/se)
 			}
-			// Fixed-J CG underestimates y^T A^-1 y (digest 004 Theorem 1), both at the mean cost of
-			// a draw and at JMin, where the bias is many standard errors of the RR mean.
+			// Fixed-J CG underestimates y^T A^-1 y (Potapczynski et al. 2021, Theorem 1), both at
+			// the mean cost of a draw and at JMin, where the bias is many standard errors of the RR mean.
 			Jmean := int(math.Round(float64(iters) / n))
 			for _, J := range []int{Jmean, tc.trunc.JMin} {
 				fixed, err := BatchPCG(p.op(), y, 1, pre, J, 0)

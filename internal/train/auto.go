@@ -15,7 +15,8 @@ import (
 const Auto = "auto"
 
 // AutoMaxGLDim is the largest input dimension for which auto considers gl: the tensor grid
-// has prod_k s_k features, exponential in d (digest 000 §6).
+// has prod_k s_k features, exponential in d (Fink Shustin & Avron 2022, §8: the method has
+// "not escaped from the curse of dimensionality").
 const AutoMaxGLDim = 3
 
 // chooseMethod picks the method for Spec.Method == "auto" from the row count n, the input

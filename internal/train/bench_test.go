@@ -78,7 +78,8 @@ func BenchmarkGramPass(b *testing.B) {
 }
 
 // BenchmarkGLIteration times one likelihood-and-gradient evaluation from the reduced
-// statistics, after a Gram pass over n rows: it must be flat in n (O(s^3), digest 000 §2.3).
+// statistics, after a Gram pass over n rows: it must be flat in n (O(s^3), the n-free form
+// derived from Fink Shustin & Avron 2022, §4.2).
 // The pass itself is set-up and is not timed (for n = 1e6 it takes about a minute).
 func BenchmarkGLIteration(b *testing.B) {
 	for _, n := range []int{1e4, 1e5, 1e6} {

@@ -1,10 +1,10 @@
 package train
 
-// The exact GP trained by distributed conjugate gradients (paper 004, Potapczynski et al.
-// 2021, digest 004), BBMM-style (Gardner et al. 2018): the kernel matrix is never formed on
+// The exact GP trained by distributed conjugate gradients (Potapczynski et al. 2021),
+// BBMM-style (Gardner et al. 2018): the kernel matrix is never formed on
 // the coordinator; every product K_hat V is a map round over the shards (kernelop.go). The
 // objective is L(theta) = 1/2 (log|K_hat| + y^T K_hat^-1 y + n log 2 pi), K_hat = K + sigma_n^2 I,
-// minimised by Adam with the stochastic gradient of digest 004 eq. (3).
+// minimised by Adam with the stochastic gradient of their eq. 3 (§2.1).
 //
 // The algorithm, step by step:
 //
@@ -15,21 +15,22 @@ package train
 //  3. rows pass: the standardized rows come to the coordinator, which keeps y and the CG
 //     state and sends X with every kernel map step;
 //  4. Adam over theta = (log l_1..log l_d, log sigma_f^2, log sigma_n^2), inside the spec's box,
-//     rate learning-rate decayed x0.1 at 50%, 70% and 90% of max-iter (digest 004 §6). Step t:
+//     rate learning-rate decayed x0.1 at 50%, 70% and 90% of max-iter (App. E). Step t:
 //     a. P = L L^T + sigma_n^2 I, L the rank-k pivoted Cholesky of K from k kernel columns
-//     gathered from the shards (digest 004 §1.5), applied by Woodbury;
+//     gathered from the shards (Gardner et al. 2018; rank 5 in App. E), applied by Woodbury;
 //     b. probes z_1..z_p ~ N(0, P) (Rademacher without a preconditioner), from a random stream
 //     fixed by (seed, t), so a resumed run draws the same ones;
 //     c. one batched PCG on B = [z_1..z_p, y]: fixed truncation runs J = cg-iters iterations
-//     (biased, digest 004 Theorem 1); rr draws J_1, J_2 ~ P(J) ∝ exp(-lambda J) on
-//     J_min..n and keeps two Russian-roulette sums W_1, W_2 (digest 004 §4.2, §4.5);
-//     d. the gradient (eq. 3, §4.5 step 6), u_i the probe solves and w_1, w_2 the data solves:
+//     (biased, §3.1, Theorem 1); rr draws J_1, J_2 ~ P(J) ∝ exp(-lambda J) on
+//     J_min..n and keeps two Russian-roulette sums W_1, W_2 (§4.1, eqs. 16-17);
+//     d. the gradient (eq. 3 with the solves of eq. 16), u_i the probe solves and w_1, w_2 the
+//     data solves:
 //     dL/dtheta_j = 1/2 [ (1/p) sum_i u_i^T dK_hat_j P^-1 z_i - w_1^T dK_hat_j w_2 ],
 //     the forms a^T (dK/dtheta_j) b in one map round and dK_hat/dlog sigma_n^2 = sigma_n^2 I;
 //     e. the objective's value, for the trace only: y^T w plus the SLQ log-determinant from the
-//     probes' CG coefficients and log|P| (§1.4); like the gradient it is biased for fixed J;
+//     probes' CG coefficients and log|P| (§3.1, eq. 8); like the gradient it is biased for fixed J;
 //  5. the posterior at the final theta: PCG on [y, z_1..z_p] to relative residual cg-tol (at
-//     most 1000 iterations; digest 004 §6) gives alpha = K_hat^-1 y and the SLQ log marginal
+//     most 1000 iterations; §5 and App. E) gives alpha = K_hat^-1 y and the SLQ log marginal
 //     likelihood with its standard error over the probes (stored as the model's LogLikSE, with a
 //     WarnEstimate warning); Lanczos steps on K_hat from y with full reorthogonalisation give
 //     the variance cache K_hat^-1 ~= Q T^-1 Q^T, stored as Minus = Q L_T^-T (T = L_T L_T^T),
@@ -74,14 +75,14 @@ const (
 // The conjugate-gradient defaults, used when the settings leave a field at 0.
 const (
 	DefaultCGIters        = 100  // J of fixed CG and P of KMCG, as in the papers' experiments
-	DefaultRRMin          = 80   // J_min of RR-CG: with lambda 0.05, E[J] ~= 100 (Potapczynski et al. 2021, §6)
+	DefaultRRMin          = 80   // J_min of RR-CG: with lambda 0.05, E[J] ~= 100 (Potapczynski et al. 2021, App. E)
 	DefaultRRRate         = 0.05 // lambda of RR-CG: sd(J) ~= 20
 	DefaultProbes         = 10   // Hutchinson probes (GPyTorch's num_trace_samples)
 	DefaultPrecondRank    = 5    // pivoted-Cholesky rank (Gardner et al. 2018, §4.1)
 	DefaultCGLearningRate = 0.05 // Adam base rate, decayed x0.1 at 50%, 70% and 90% of the steps
-	DefaultCGPredictTol   = 1e-4 // relative residual of the prediction solve (Potapczynski et al. 2021, §6)
+	DefaultCGPredictTol   = 1e-4 // relative residual of the prediction solve (Potapczynski et al. 2021, §5)
 	DefaultVarianceRank   = 100  // the adaptive variance cache may always grow to this rank (LOVE's rank)
-	MaxCGPredictIters     = 1000 // cap on the prediction solve (Potapczynski et al. 2021, §6)
+	MaxCGPredictIters     = 1000 // cap on the prediction solve (Potapczynski et al. 2021, App. E)
 )
 
 func init() {
@@ -367,7 +368,7 @@ func (c *cgProblem) numProbes() int {
 
 // slqLogDet returns log|P| plus the mean over the t probe columns 0..t-1 of
 // (z^T P^-1 z) e_1^T log(T) e_1, T the Lanczos tridiagonal from that column's PCG coefficients
-// (digest 004 §1.4).
+// (Potapczynski et al. 2021, §3.1, eq. 8).
 func (c *cgProblem) slqLogDet(res *solver.CGResult, B, pz []float64, t int, pre solver.Preconditioner) (float64, error) {
 	ld, _, err := c.slqLogDetSE(res, B, pz, t, pre)
 	return ld, err
@@ -602,7 +603,8 @@ type lanczosCache struct {
 // Why this and not a fixed rank: the rank a Lanczos (or any rank-r) cache needs for variances
 // within a few percent is about the number of eigenvalues of K above ~noise/100, which is
 // 300-600 on energy and concrete (n = 692, 927) and 100 on none of them; LOVE's rank 100
-// (Pleiss et al. 2018; digest 004 §6) gives variances 5-50 times too large there (median 14x on energy, 4.8x on concrete). Starting
+// (Pleiss et al. 2018; Potapczynski et al. 2021, App. E) gives variances 5-50 times too large
+// there (median 14x on energy, 4.8x on concrete). Starting
 // the Lanczos process from the test cross-covariances (as LOVE may) does not help on these
 // sets (measured: the same rank is needed) and ties the model to one test set; exact
 // variances by batched solves per test row cost O(J n^2) per row at prediction. The adaptive

@@ -425,7 +425,8 @@ func TestCGResume(t *testing.T) {
 	}
 }
 
-// KMCG with P = N directions on all rows is the exact GP (digest 003 §2.6 note).
+// KMCG with P = N directions on all rows is the exact GP (P = M gives SoR, Bartels & Hennig
+// 2020, §3.3, and SoR on all rows is exact).
 func TestKMCGFullRankEqualsExact(t *testing.T) {
 	const n, d = 60, 2
 	tab := synthTable(n, d, 8)
@@ -472,7 +473,7 @@ func TestKMCGFullRankEqualsExact(t *testing.T) {
 	}
 }
 
-// KMCG on a subset with P = M directions is SoR/DTC on X_M (digest 003 §2.9): the mean
+// KMCG on a subset with P = M directions is SoR/DTC on X_M (Bartels & Hennig 2020, §3.3): the mean
 // weights and the evidence (eq. 16) against the dense formulas, at several noise variances.
 func TestKMCGSubsetEqualsDTC(t *testing.T) {
 	const n, d, M = 150, 2, 30

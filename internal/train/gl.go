@@ -1,11 +1,12 @@
 package train
 
-// Gauss-Legendre features (paper 000; digest 000). The kernel's spectral integral is
+// Gauss-Legendre features (Fink Shustin & Avron 2022). The kernel's spectral integral is
 // truncated to a box [-U, U]^d and replaced by a tensor Gauss-Legendre rule, giving real
 // cos/sin features whose nodes do not depend on the hyperparameters: all lengthscale
-// dependence sits in the diagonal weights h_j = w_j p(eta_j; l) (digest §2.1). So one pass
+// dependence sits in the diagonal weights h_j = w_j p(eta_j; l) (their §4.2). So one pass
 // over the data computes G = Z^T Z, b = Z^T y, y^T y and n, and every likelihood-and-gradient
-// evaluation afterwards costs O(s^3), independent of n (digest §2.3).
+// evaluation afterwards costs O(s^3), independent of n (a W^(1/2)-scaled form of §4.2, derived
+// here, that needs no n-vector and never forms W^-1).
 
 import (
 	"context"
@@ -82,7 +83,7 @@ func (r *run) trainGL(ctx context.Context, eng engine.Engine, p *prepared) (*mod
 	fam, _ := kernel.ParseFamily(spec.Kernel)
 	d := p.d
 
-	// Step 1: fix the grid once, for the worst case over the box (digest §4 and §6): U from
+	// Step 1: fix the grid once, for the worst case over the box (paper §§5-6): U from
 	// the smallest lengthscale, largest signal variance and smallest noise; nodes per
 	// dimension from the extent of the inputs (training and, when the spec names them, those
 	// to be predicted, with a margin) against aliasing and from the largest lengthscale. When
@@ -161,7 +162,7 @@ func (r *run) trainGL(ctx context.Context, eng engine.Engine, p *prepared) (*mod
 		obs(Event{Phase: "sizing", Message: sizing})
 	}
 
-	// Step 2: one map-reduce pass for the Gram statistic (digest §2.1, Appendix step 2),
+	// Step 2: one map-reduce pass for the Gram statistic (streamed as in §4.2, summed over shards),
 	// unless a checkpoint carries it.
 	g := r.ck.Gram
 	if g == nil {
@@ -185,7 +186,7 @@ func (r *run) trainGL(ctx context.Context, eng engine.Engine, p *prepared) (*mod
 		}
 	}
 
-	// Step 3: the optimizer loop on the reduced statistics alone (digest §2.3).
+	// Step 3: the optimizer loop on the reduced statistics alone (O(s^3) per evaluation).
 	lik := newGLLikelihood(gl, g)
 	x0 = append([]float64(nil), x0...)
 	for k := 0; k < d; k++ {
@@ -257,8 +258,8 @@ func glDomain(width, lo, hi []float64) *model.Domain {
 
 // glLikelihood evaluates the GL log marginal likelihood from the reduced statistics alone.
 // Each evaluation recomputes log h_j = log w_j + log p(eta_j; l) and d log h_j / d log l_k in
-// O(s d), then the likelihood and its gradient in O(s^3) (digest §2.3); the lengthscale
-// gradient is the chain dL/dlog l_k = sum_j (d log h_j/d log l_k) dL/dlog h_j.
+// O(s d), then the likelihood and its gradient in O(s^3) (the scaled form derived from §4.2);
+// the lengthscale gradient is the chain dL/dlog l_k = sum_j (d log h_j/d log l_k) dL/dlog h_j.
 type glLikelihood struct {
 	gl          *features.GL
 	g           *reduce.Gram

@@ -87,7 +87,7 @@ func TestGLLikelihoodMatchesExact(t *testing.T) {
 			eng := localEngine(t, synthTable(c.n, c.d, uint64(c.d)), 4, 2)
 			ref := newReference(t, eng, kernel.RBF)
 			// Lengthscales from lmin to 1.3 lmin: a fixed grid resolves p(eta; l) up to about
-			// nodes / (5 U), so the grid is sized for this range (digest 000 §6).
+			// nodes / (5 U), so the grid is sized for this range (features.SizeGL's resolution rule).
 			thetas := [][]float64{thetaAt(c.d, c.lmin, 1, 0.01), thetaAt(c.d, 1.15*c.lmin, 0.5, 0.1), thetaAt(c.d, 1.3*c.lmin, 2, 0.05)}
 			U := autoBox(t, ref, c.lmin, c.fac)
 			errs := make([]float64, len(c.nodes))

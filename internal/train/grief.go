@@ -1,12 +1,12 @@
 package train
 
-// GP-GRIEF (paper 001, Evans & Nair 2018; digest 001). A product kernel is replaced by its
+// GP-GRIEF (Evans & Nair 2018). A product kernel is replaced by its
 // top-p Nystrom eigenfunctions on a Cartesian inducing grid of m = prod_i m_i points, which
 // Kronecker and Khatri-Rao structure make cheap to evaluate without ever forming m
 // (features.GRIEF). With the base-kernel hyperparameters theta fixed, one pass over the data
 // gives A = Phi^T Phi, r = Phi^T y, y^T y and n; after the eigendecomposition of A (the SVD of
 // Phi) the log marginal likelihood of the re-weighted kernel Phi~ W Phi~^T + s2 I and all its
-// p~ + 1 derivatives cost O(p) (digest §2.3), so the weights and the noise are learnt, by
+// p~ + 1 derivatives cost O(p) (GP-GRIEF §5), so the weights and the noise are learnt, by
 // maximum likelihood (type II) or by MALA sampling (type I), without touching the data again.
 //
 // The algorithm, step by step:
@@ -14,22 +14,22 @@ package train
 //  1. moments pass (standardization; run.prepare);
 //  2. grid: a distinct-values pass (capped at m_bar + 1 per column, on the raw columns, then
 //     standardized with the transform) and the standardized column extremes place m_i =
-//     min(m_bar, #distinct_i) points per column (features.GRIEFGrid, digest §1.2);
+//     min(m_bar, #distinct_i) points per column (features.GRIEFGrid; §4);
 //  3. theta: the exact GP's likelihood maximised on a seeded random sample of min(n, 1000)
-//     rows (digest §2.4, "initialisation"), within the spec's bounds: lengthscales, signal
+//     rows (GP-GRIEF §6), within the spec's bounds: lengthscales, signal
 //     variance, and the initial noise sigma0^2. theta stays fixed from here on;
 //  4. the map: features.NewGRIEF (Algorithm 1 picks the p largest product eigenvalues once,
-//     here, so every worker uses the same selection; digest pitfall 4);
+//     here, so every worker uses the same selection even among tied products);
 //  5. one Gram pass (tasks.GramTask with the GRIEF map): A, r, y^T y, n;
 //  6. the transformed basis: A = V D V^T, kept where D_i > 1e-12 max D (a relative threshold,
-//     digest §3), Sigma~ = D^(1/2), r~ = Sigma~^-1 V~^T r;
+//     not the authors' code's absolute one), Sigma~ = D^(1/2), r~ = Sigma~^-1 V~^T r;
 //  7. type II: box-constrained L-BFGS over (log w~, log s2), or type I: MALA over the same
 //     variables with the paper's log-normal priors; both O(p) per evaluation;
-//  8. the posterior (digest §2.5): beta and C such that the latent mean is phi(x) beta and the
-//     latent variance phi(x) C phi(x)^T.
+//  8. the posterior (derived here; the paper gives only the generic GP eq. 2): beta and C such
+//     that the latent mean is phi(x) beta and the latent variance phi(x) C phi(x)^T.
 //
 // Weights live in the transformed basis phi~(x) = phi(x) V~ Sigma~^-1, where the base GRIEF
-// kernel (eq. 3, w = 1 on the eigenfunctions) is w~_i = Sigma~_ii^2, not w~ = 1 (digest §2.3,
+// kernel (eq. 3, w = 1 on the eigenfunctions) is w~_i = Sigma~_ii^2, not w~ = 1 (derived here,
 // verified in grief_test.go). Both inference types therefore start from w~ = Sigma~^2, the
 // base kernel, rather than the paper's w = 1, which in this basis would be a different and
 // arbitrary kernel. Type II bounds log w~_i to log Sigma~_ii^2 +- griefLogWBox.
@@ -66,18 +66,18 @@ import (
 )
 
 const (
-	// griefRelEig drops eigenvalues of A below this fraction of the largest (digest §3:
-	// forming A squares Phi's condition number, so smaller ones are rounding noise).
+	// griefRelEig drops eigenvalues of A below this fraction of the largest
+	// (forming A squares Phi's condition number, so smaller ones are rounding noise).
 	griefRelEig = 1e-12
 	// griefLogWBox bounds type II's log w~_i to log Sigma~_ii^2 +- griefLogWBox.
 	griefLogWBox = 15
-	// MALA as in the paper (digest §2.4): burn-in and thinning; the default number of
+	// MALA as in the paper (GP-GRIEF §6): burn-in and thinning; the default number of
 	// retained samples is DefaultGRIEFSamples, giving 1000 + 180*50 = 10000 iterations.
 	griefBurnIn = 1000
 	griefThin   = 50
-	// Log-normal priors {mode, variance} (digest §2.4): on omega_i = w~_i / Sigma~_ii^2
-	// {1, 100} (mode 1 = the base kernel; the digest's suggested deviation from the paper's
-	// prior on w itself), on s2 {sigma0^2, 0.04}.
+	// Log-normal priors {mode, variance} (GP-GRIEF §6): on omega_i = w~_i / Sigma~_ii^2
+	// {1, 100} (mode 1 = the base kernel; a deliberate deviation from the paper's prior on w
+	// itself, whose mode 1 is not the base kernel in this basis), on s2 {sigma0^2, 0.04}.
 	griefWPriorVar     = 100
 	griefNoisePriorVar = 0.04
 )
@@ -153,7 +153,7 @@ func (s *Spec) griefInference() string {
 func (s *Spec) griefGrid() int { return orInt(int(griefSettings(s).GetGrid()), DefaultGRIEFGrid) }
 
 // griefP is the number of eigenfunctions p for n training rows: the spec's, or GP-GRIEF
-// §4.3's choice, p = min(1000, 10^floor(log10 n)) for type2 (GRIEF-II) and p = 1000 for the
+// §6's choice, p = min(1000, 10^floor(log10 n)) for type2 (GRIEF-II) and p = 1000 for the
 // weight-learning variants. n <= 0 (not yet known) gives the largest p the spec can take.
 func (s *Spec) griefP(n int) int {
 	switch {
@@ -293,7 +293,7 @@ func griefGram(ctx context.Context, eng engine.Engine, g *features.GRIEF, tf sha
 	return gram, nil
 }
 
-// griefIIProblem is GRIEF-II (GP-GRIEF §2.4 "type-II"): the marginal likelihood of the base
+// griefIIProblem is GRIEF-II (GP-GRIEF §6, type II): the marginal likelihood of the base
 // GRIEF kernel K~ = Phi Phi^T (eq. 3, w = 1) plus s2 I on all rows, as a function of
 // x = (log l_1..log l_d, log c, log s2), c the signal variance. Phi scales as sqrt(c) (K_XU and
 // the eigenvalues of K_UU both scale as c), so one Gram pass with unit signal variance gives
@@ -307,7 +307,7 @@ func griefGram(ctx context.Context, eng engine.Engine, g *features.GRIEF, tf sha
 // eigenvectors, which the paper does not give; like the authors' code they are forward
 // differences in log l_k, one Gram pass each, so an evaluation costs d + 1 passes of
 // O(n p^2 + d n p). The selection S_p of Algorithm 1 follows theta, which makes the objective
-// piecewise smooth (digest pitfall 6).
+// piecewise smooth (discontinuous where the selection changes).
 type griefIIProblem struct {
 	ctx  context.Context
 	eng  engine.Engine
@@ -484,7 +484,7 @@ func (r *run) griefType2Weights(ctx context.Context, b *griefBasis, sn2 float64,
 }
 
 // griefType1 samples (log w~, log s2) by MALA under the log-normal priors and averages the
-// posterior over the retained samples (digest §2.4, §2.5).
+// posterior over the retained samples (MALA as in GP-GRIEF §6; the averaging is ours).
 func (r *run) griefType1(ctx context.Context, b *griefBasis, sn2 float64, fit *fitted) (*model.GRIEFPost, float64, float64, error) {
 	pt := b.pt
 	lo, hi := r.spec.NoiseVarianceBounds[0], r.spec.NoiseVarianceBounds[1]
@@ -560,9 +560,11 @@ func (r *run) griefType1(ctx context.Context, b *griefBasis, sn2 float64, fit *f
 	return &model.GRIEFPost{Inference: "type1", Beta: beta, C: C, W: wbar, Samples: len(bs)}, b.lml(xbar, nil), s2bar / k, nil
 }
 
-// griefBasis is the transformed basis (digest §2.3): of A = Phi^T Phi = V D V^T it keeps the
+// griefBasis is the transformed basis (GP-GRIEF §5): of A = Phi^T Phi = V D V^T it keeps the
 // p~ eigenpairs with D_i > griefRelEig max D, in descending order; Sigma~^2 = D. Everything the
-// loop needs is r~ = Sigma~^-1 V~^T r, y^T y - ||r~||^2, n and p~.
+// loop needs is r~ = Sigma~^-1 V~^T r, y^T y - ||r~||^2, n and p~. The paper's basis
+// phi~_i(x) = sum_j v~_ji Sigma~_ii^-1 phi_i(x) is corrected here to phi_j(x) in the sum, i.e.
+// phi~(x) = phi(x) V~ Sigma~^-1.
 type griefBasis struct {
 	p, pt int
 	n     int
@@ -618,7 +620,8 @@ func (b *griefBasis) weights(x []float64) ([]float64, float64) {
 }
 
 // lml is the log marginal likelihood at x = (log w~_1..log w~_p~, log s2) in O(p~), and, if
-// grad is not nil, its gradient in x (digest §2.3 times the chain rule d/dlog v = v d/dv):
+// grad is not nil, its gradient in x (derived here from GP-GRIEF eq. 13 with A = I, times the
+// chain rule d/dlog v = v d/dv):
 //
 //	LML = -1/2 sum_i [log(w_i + s2) + r~_i^2/(w_i + s2)] - 1/2 [(n - p~) log s2 + res/s2] - n/2 log 2 pi
 //	dLML/dw_i = r~_i^2 / (2 (w_i + s2)^2) - 1 / (2 (w_i + s2))
@@ -647,7 +650,8 @@ func (b *griefBasis) lml(x, grad []float64) float64 {
 }
 
 // posterior is the predictive posterior at (w~, s2) over the untransformed features
-// (digest §2.5): beta = T (w .* r~ ./ (w + s2)), C = T diag(s2 w ./ (w + s2)) T^T, T = V~ Sigma~^-1.
+// (derived here; the paper gives only the generic GP eq. 2):
+// beta = T (w .* r~ ./ (w + s2)), C = T diag(s2 w ./ (w + s2)) T^T, T = V~ Sigma~^-1.
 func (b *griefBasis) posterior(w []float64, s2 float64) (beta, C []float64) {
 	bv := make([]float64, b.pt)
 	S := mat.NewSymDense(b.pt, nil)
@@ -695,7 +699,9 @@ type griefPrior struct {
 }
 
 // logNormalFromMode returns (mu, s^2) of the log-normal with the given mode and variance:
-// with E = exp(s^2), variance = mode^2 (E^4 - E^3) and mu = log(mode) + s^2 (digest §2.4).
+// with E = exp(s^2), variance = mode^2 (E^4 - E^3) and mu = log(mode) + s^2 (the {mode,
+// variance} priors of GP-GRIEF §6, the variance read as the log-normal's own, as in the
+// authors' code).
 func logNormalFromMode(mode, variance float64) (mu, s2 float64) {
 	c := variance / (mode * mode)
 	lo, hi := 1.0, 2.0

@@ -13,7 +13,7 @@ import (
 )
 
 // BenchmarkGRIEFIteration times one O(p) log-likelihood-and-gradient evaluation in the
-// transformed basis (digest 001 §2.3), after a real Gram pass over n rows (d = 3, m_bar = 10,
+// transformed basis (GP-GRIEF §5), after a real Gram pass over n rows (d = 3, m_bar = 10,
 // so m = 1000 >= p). It must be flat in n and linear in p. The setup (Gram pass and the
 // eigendecomposition of A) is outside the timer; at n = 1e5, p = 1000 it takes a while.
 func BenchmarkGRIEFIteration(b *testing.B) {

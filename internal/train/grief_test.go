@@ -207,8 +207,9 @@ func eye(n int) *mat.Dense {
 	return m
 }
 
-// lmlP3 is the O(p^3) likelihood of digest §2.2 in the untransformed basis, from A (p x p,
-// full), r, y^T y and n at weights w and noise s2, with dLML/dw and dLML/ds2.
+// lmlP3 is the O(p^3) likelihood of GP-GRIEF §5 (eq. 13 and supplement A) in the untransformed
+// basis, from A (p x p, full), r, y^T y and n at weights w and noise s2, with dLML/dw and
+// dLML/ds2.
 func lmlP3(t *testing.T, A *mat.SymDense, r []float64, yy float64, n int, w []float64, s2 float64) (float64, []float64, float64) {
 	t.Helper()
 	p := len(r)
@@ -266,7 +267,7 @@ func fullA(g *reduce.Gram) *mat.SymDense {
 }
 
 // TestGRIEFLikelihoodGradients: the O(p) likelihood and gradients equal the O(p^3) form of
-// digest §2.2, in the transformed statistics (A = I, r~) at random weights and in the
+// GP-GRIEF §5 (eq. 13), in the transformed statistics (A = I, r~) at random weights and in the
 // untransformed ones (A, r) at w = c 1 <-> w~ = c Sigma~^2, which the O(p^3) form checks against
 // the dense GP too; and central finite differences.
 func TestGRIEFLikelihoodGradients(t *testing.T) {
@@ -534,7 +535,8 @@ func TestGRIEFCancel(t *testing.T) {
 	}
 }
 
-// TestLogNormalFromMode reproduces the digest's numbers: {1, 100} gives mu = s^2 = 1.2370.
+// TestLogNormalFromMode: the paper's w prior {mode 1, variance 100} (GP-GRIEF §6), the variance
+// being the log-normal's own as in the authors' code, gives mu = s^2 = 1.2370.
 func TestLogNormalFromMode(t *testing.T) {
 	mu, s2 := logNormalFromMode(1, 100)
 	if math.Abs(mu-1.2370) > 1e-4 || math.Abs(s2-1.2370) > 1e-4 {

@@ -1,10 +1,11 @@
 package train
 
-// KMCG: conjugate gradients for kernel machines (paper 003, Bartels & Hennig 2020; digest
-// 003). CG runs on the noise-free kernel matrix K_M of M inducing rows X_M and only its search
-// directions S = [s_1..s_P] are kept; they define the rank-P kernel
+// KMCG: conjugate gradients for kernel machines (Bartels & Hennig 2020, §3.2). CG runs on the
+// noise-free kernel matrix K_M of M inducing rows X_M and only its search directions
+// S = [s_1..s_P] are kept; they define the rank-P kernel
 // k_hat(a, b) = k(a, X_M) S (S^T K_M S)^-1 S^T k(X_M, b) (eq. 14), which replaces k in the mean,
-// a DTC-style variance and the evidence (eqs. 15, 15b, 16). Everything after CG is P x P.
+// a DTC-style variance and the evidence (eq. 15, the variance after it, eq. 16). Everything
+// after CG is P x P.
 // This implementation keeps the KMCG mean (eq. 15) but not its variance and evidence, which the
 // paper finds poor against inducing-point baselines (Sec. 4.1; on grids the variance is about
 // 100x too large) and which measured 7-21x the exact latent variance and an evidence 1110.6
@@ -25,9 +26,9 @@ package train
 //     with M < n the M x M products run on the coordinator;
 //  6. R = k(X, X_M) S: R = Z = K_M S when M = n (Algorithm 2 line 10), else one map round of
 //     tasks.KernelMVM restricted to the columns X_M;
-//  7. A1 = S^T Z, G = R^T R, b = R^T y, y^T y (digest 003 §2.7). The noise variance s2 is the
-//     sampled exact fit's. Only with kmcg-noise evidence is it refitted: S and Z do not depend
-//     on the noise, so the evidence (eq. 16)
+//  7. A1 = S^T Z, G = R^T R, b = R^T y, y^T y (all that eqs. 15-16 need). The noise variance
+//     s2 is the sampled exact fit's. Only with kmcg-noise evidence is it refitted: S and Z do
+//     not depend on the noise, so the evidence (eq. 16)
 //     ln Z(s2) = -(y^T y - b^T beta)/(2 s2) - sum log diag L2 + sum log diag L1
 //     - (n - P)/2 ln s2 - n/2 ln 2 pi,  L1 = chol(A1), L2 = chol(G + s2 A1), beta = (G + s2 A1)^-1 b,
 //     is maximised over s2 inside its bounds at O(P^3) per evaluation (a 33-point grid in
@@ -69,7 +70,7 @@ import (
 // kmcgStream keys the random choice of the inducing rows.
 const kmcgStream = 0x6b6d6367 << 32
 
-// DefaultKMCGTol is KMCG's stopping rule ||r|| <= 0.01 ||y_M|| (Maddox et al. 2022, §2.4)
+// DefaultKMCGTol is KMCG's stopping rule ||r|| <= 0.01 ||y_M|| (Bartels & Hennig 2020, Definition 3)
 // when the settings leave cg_tol at 0.
 const DefaultKMCGTol = 0.01
 
@@ -275,7 +276,8 @@ func (l *localKernel) MulVecs(dst, src []float64, k int) error {
 	return nil
 }
 
-// kmcgPost holds KMCG's noise-independent P x P statistics (digest 003 §2.7).
+// kmcgPost holds KMCG's noise-independent P x P statistics, from which eqs. 15-16 of Bartels &
+// Hennig 2020 follow for any s2 at O(P^3) (derived here; S and Z do not depend on the noise).
 type kmcgPost struct {
 	n, m, p int
 	S       []float64 // m x p column-major
@@ -289,8 +291,9 @@ type kmcgPost struct {
 func newKMCGPost(S, Z, R, y []float64, m, p int) (*kmcgPost, error) {
 	n := len(y)
 	// Scale each direction to unit K_M-norm, s_i / sqrt(s_i^T z_i) (and z_i, r_i alike): the
-	// posterior depends on span(S) only (digest 003 §2.4 note), and CG directions differ in
-	// norm by many orders of magnitude, which would make A1 and A2 needlessly ill-conditioned.
+	// posterior depends on span(S) only (eqs. 14-16 are invariant under S -> S B, B
+	// invertible), and CG directions differ in norm by many orders of magnitude, which would
+	// make A1 and A2 needlessly ill-conditioned.
 	scale := make([]float64, p)
 	for i := range scale {
 		c := floats.Dot(S[i*m:(i+1)*m], Z[i*m:(i+1)*m])
@@ -312,7 +315,7 @@ func newKMCGPost(S, Z, R, y []float64, m, p int) (*kmcgPost, error) {
 	k := &kmcgPost{n: n, m: m, p: p, S: S, A1: mat.NewSymDense(p, nil), G: mat.NewSymDense(p, nil), b: make([]float64, p), yy: floats.Dot(y, y)}
 	for i := 0; i < p; i++ {
 		for j := 0; j <= i; j++ {
-			// A1 = S^T Z, symmetrised: diagonal in exact arithmetic (digest 003 §3).
+			// A1 = S^T Z, symmetrised: diagonal in exact arithmetic (the directions are K_M-conjugate).
 			a := 0.5 * (floats.Dot(S[i*m:(i+1)*m], Z[j*m:(j+1)*m]) + floats.Dot(S[j*m:(j+1)*m], Z[i*m:(i+1)*m]))
 			k.A1.SetSym(i, j, a)
 			k.G.SetSym(i, j, floats.Dot(R[i*n:(i+1)*n], R[j*n:(j+1)*n]))

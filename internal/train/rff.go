@@ -5,7 +5,8 @@ package train
 // by the job seed); the features cos and sin of x^T L^-1 omega_r then depend on the
 // lengthscales, so unlike Gauss-Legendre features every likelihood evaluation needs a pass
 // over the data: G(l), b(l) and their lengthscale derivatives dG = E + E^T, db = e with
-// E = (dZ/dlog l_k)^T Z and e = (dZ/dlog l_k)^T y (digest 000 §4.3; O(n s^2 d) per pass).
+// E = (dZ/dlog l_k)^T Z and e = (dZ/dlog l_k)^T y (Fink Shustin & Avron 2022, §4.3;
+// O(n s^2 d) per pass).
 // The weights are fixed, h_j = 2/s, so the likelihood is the same feature likelihood as gl.
 
 import (

@@ -51,7 +51,7 @@ const (
 	// costs a few milliseconds per evaluation yet resolves which of tens of inputs matter.
 	searchRows = 400
 	// startRows is the size of the sample the winning restart is polished on: GP-GRIEF's
-	// initialisation size, min(n, 1000) (GP-GRIEF §4.3 and its supplement).
+	// initialisation size, min(n, 1000) (GP-GRIEF §6).
 	startRows = 1000
 	// searchRestarts is the number of deterministic starts.
 	searchRestarts = 5

@@ -393,7 +393,7 @@ func TestGRIEFIIObjectiveLengthscaleGradient(t *testing.T) {
 }
 
 // TestGRIEFEigenfunctionDefaults: GRIEF-II takes p = min(1000, 10^floor(log10 n)) (GP-GRIEF
-// §4.3); the weight-learning variants and an explicit setting keep theirs.
+// §6); the weight-learning variants and an explicit setting keep theirs.
 func TestGRIEFEigenfunctionDefaults(t *testing.T) {
 	for _, c := range []struct {
 		inference string

@@ -15,7 +15,7 @@ import (
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
 
-// f1 and f2 are the synthetic functions of paper 000 §7 (digest 000 §5).
+// f1 and f2 are the synthetic functions of Fink Shustin & Avron 2022, §7.
 func f1(x float64) float64 { return math.Sin(2*x) + math.Sin(6*math.Exp(x)) }
 func f2(x1, x2 float64) float64 {
 	return (math.Sin(x1) + math.Sin(10*math.Exp(x1))) * (math.Sin(x2) + math.Sin(10*math.Exp(x2)))

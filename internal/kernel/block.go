@@ -114,9 +114,7 @@ func (f Family) profileRow(v BlockValue, sf2, na float64, nb, row, e []float64) 
 	e = e[:len(row)]
 	switch f {
 	case RBF: // k0 = q = exp(-r^2/2)
-		for j, x := range row {
-			e[j] = -dist2(na+nb[j], x) / 2
-		}
+		distArgs(false, 0, na, nb, row, e)
 		linalg.ExpTo(e, e)
 		for j := range row {
 			row[j] = sf2 * e[j]
@@ -169,9 +167,6 @@ func dist2(s, x float64) float64 {
 // sqrtExp overwrites row (-2 a.b_j) with a = c r, r = sqrt(dist2(na + nb_j, row_j)), and sets
 // e = exp(-a).
 func sqrtExp(c, na float64, nb, row, e []float64) {
-	for j, x := range row {
-		row[j] = c * math.Sqrt(dist2(na+nb[j], x))
-		e[j] = -row[j]
-	}
+	distArgs(true, c, na, nb, row, e)
 	linalg.ExpTo(e, e)
 }

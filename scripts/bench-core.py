@@ -2,11 +2,14 @@
 """Reference timings for the compute core (README, "Compute core"): numpy/OpenBLAS dsyrk
 (Gram accumulation), numpy.linalg.cholesky, torch cdist + exp kernel blocks. Same shapes as
 the Go benchmarks in internal/linalg and internal/kernel. Threads: OPENBLAS_NUM_THREADS /
---threads (torch)."""
-import sys, time, math
-import numpy as np
-import scipy.linalg.blas as blas
-import torch
+--threads (torch).
+
+    bench-core.py THREADS      time the references with THREADS threads
+    bench-core.py --summary    read a bench-core.sh log on stdin, print the best of each
+                               measurement over the rounds and the ratios to the reference
+"""
+import sys, time, math, re
+
 
 def best(f, reps):
     t = math.inf
@@ -14,28 +17,92 @@ def best(f, reps):
         t0 = time.perf_counter(); f(); t = min(t, time.perf_counter() - t0)
     return t
 
-threads = int(sys.argv[1]) if len(sys.argv) > 1 else 1
-torch.set_num_threads(threads)
-rng = np.random.default_rng(1)
-n, block = 20000, 256
-for s in (256, 1024):
-    Z = rng.standard_normal((block, s))
-    G = np.zeros((s, s), order='F')
-    def gram():
-        for lo in range(0, n, block):
-            blas.dsyrk(1.0, Z[: min(block, n - lo)], beta=1.0, c=G, trans=1, lower=0, overwrite_c=1)
-    t = best(gram, 3)
-    print(f"dsyrk Gram n={n} s={s} (256-row blocks): {n*s*s/t/1e9:.2f} GFLOP/s")
-for s in (1024, 4096):
-    M = rng.standard_normal((s, s)); A = M @ M.T / s + 0.1 * np.eye(s)
-    t = best(lambda: np.linalg.cholesky(A), 3)
-    print(f"cholesky s={s}: {s**3/3/t/1e9:.2f} GFLOP/s ({t*1e3:.1f} ms)")
-m, nb, d = 1024, 8192, 8
-X = torch.randn(m, d, dtype=torch.float64); Y = torch.randn(nb, d, dtype=torch.float64)
-def rbf():
-    r = torch.cdist(X, Y); return torch.exp(-0.5 * r * r)
-def m32():
-    a = math.sqrt(3) * torch.cdist(X, Y); return (1 + a) * torch.exp(-a)
-for name, f in (("rbf", rbf), ("matern32", m32)):
-    t = best(f, 5)
-    print(f"torch cdist+exp {name} {m}x{nb} d={d}: {t/(m*nb)*1e9:.2f} ns/entry")
+
+# The kernel-block shapes of internal/kernel's BenchmarkScaledBlock (m x n, d = 8).
+BLOCKS = ((1024, 8192), (64, 3000), (256, 3000))
+
+
+def references(threads):
+    import numpy as np
+    import scipy.linalg.blas as blas
+    import torch
+    torch.set_num_threads(threads)
+    rng = np.random.default_rng(1)
+    n, block = 20000, 256
+    for s in (256, 1024):
+        Z = rng.standard_normal((block, s))
+        G = np.zeros((s, s), order='F')
+        def gram():
+            for lo in range(0, n, block):
+                blas.dsyrk(1.0, Z[: min(block, n - lo)], beta=1.0, c=G, trans=1, lower=0, overwrite_c=1)
+        t = best(gram, 3)
+        print(f"REF syrk s={s} threads={threads} {n*s*s/t/1e9:.2f} GFLOP/s  (dsyrk Gram n={n}, 256-row blocks)")
+    for s in (1024, 4096):
+        M = rng.standard_normal((s, s)); A = M @ M.T / s + 0.1 * np.eye(s)
+        t = best(lambda: np.linalg.cholesky(A), 3)
+        print(f"REF potrf s={s} threads={threads} {s**3/3/t/1e9:.2f} GFLOP/s  (numpy.linalg.cholesky, {t*1e3:.1f} ms)")
+    d = 8
+    for m, nb in BLOCKS:
+        X = torch.randn(m, d, dtype=torch.float64); Y = torch.randn(nb, d, dtype=torch.float64)
+        def rbf():
+            r = torch.cdist(X, Y); return torch.exp(-0.5 * r * r)
+        def m32():
+            a = math.sqrt(3) * torch.cdist(X, Y); return (1 + a) * torch.exp(-a)
+        reps = max(5, int(2e7 / (m * nb)))
+        for name, f in (("rbf", rbf), ("matern32", m32)):
+            t = best(f, reps)
+            print(f"REF block {name}/{m}x{nb} threads={threads} {t/(m*nb)*1e9:.3f} ns/entry  (torch cdist+exp)")
+
+
+def summary(lines):
+    """Best of each measurement over the rounds (highest GFLOP/s, lowest ns/entry), then the
+    ratios ours/reference: rates for Syrk and Potrf (>= 1 is faster than the reference), time
+    per entry for kernel blocks (<= 1 is faster)."""
+    bestv, loads = {}, []
+    gob = re.compile(r"^Benchmark(SyrkGram|Potrf|ScaledBlock)/(\S+?)(?:-(\d+))?\s.*?([\d.]+) (GFLOP/s|ns/entry)")
+    ref = re.compile(r"^REF (\w+) (\S+) threads=(\d+) ([\d.]+) (GFLOP/s|ns/entry)")
+    for line in lines:
+        if line.startswith("== "):
+            loads.append(line.strip())
+        m = gob.match(line)
+        if m:
+            bench, name, thr, val, unit = m.groups()
+            thr = thr or "1"
+            kind = {"SyrkGram": "syrk", "Potrf": "potrf", "ScaledBlock": "block"}[bench]
+            parts = name.split("/")
+            if kind in ("syrk", "potrf"):
+                if parts[-1] != "linalg":
+                    continue
+                key = (kind, parts[0], thr, "ours")
+            else:
+                if parts[-1] == "direct":
+                    continue
+                key = (kind, name, thr, "ours")
+        else:
+            m = ref.match(line)
+            if not m:
+                continue
+            kind, name, thr, val, unit = m.groups()
+            key = (kind, name, thr, "ref")
+        v = float(val)
+        hi = unit == "GFLOP/s"
+        if key not in bestv or (v > bestv[key][0] if hi else v < bestv[key][0]):
+            bestv[key] = (v, unit)
+    for l in loads:
+        print(l)
+    print(f"{'kernel':32} {'thr':>3} {'ours':>10} {'reference':>10} {'unit':9} ratio")
+    for key in sorted(k for k in bestv if k[3] == "ours"):
+        kind, name, thr, _ = key
+        r = bestv.get((kind, name, thr, "ref"))
+        v, unit = bestv[key]
+        if r is None:
+            continue
+        what = "ours/ref rate" if unit == "GFLOP/s" else "ours/ref time"
+        print(f"{kind + ' ' + name:32} {thr:>3} {v:10.3f} {r[0]:10.3f} {unit:9} {v/r[0]:.2f} ({what})")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--summary":
+        summary(sys.stdin)
+    else:
+        references(int(sys.argv[1]) if len(sys.argv) > 1 else 1)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 )
 
@@ -48,6 +49,43 @@ func TestScaledBlockAgainstProfile(t *testing.T) {
 							t.Fatalf("%s: (%d, %d) = %v, want %v (relative %g)", name, i, j, got, want, math.Abs(got-want)/math.Abs(want))
 						}
 					}
+				}
+			}
+		}
+	}
+}
+
+// TestScaledBlockBitsIndependentOfSplit: an entry's bits depend only on its two rows, so the
+// block formed at once (tiles shared by GOMAXPROCS goroutines), with GOMAXPROCS = 1, and row by
+// row with columns in pieces (other tiles, other goroutine counts) are identical.
+func TestScaledBlockBitsIndependentOfSplit(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, fam := range []Family{RBF, Matern12, Matern32, Matern52} {
+		for _, v := range []BlockValue{BlockK, BlockQ} {
+			const m, n, d = 150, 1300, 8
+			a, b := make([]float64, m*d), make([]float64, n*d)
+			for i := range a {
+				a[i] = rng.NormFloat64()
+			}
+			for i := range b {
+				b[i] = rng.NormFloat64()
+			}
+			whole := make([]float64, m*n)
+			fam.ScaledBlock(v, 0.8, a, b, d, whole, n)
+			prev := runtime.GOMAXPROCS(1)
+			one := make([]float64, m*n)
+			fam.ScaledBlock(v, 0.8, a, b, d, one, n)
+			runtime.GOMAXPROCS(prev)
+			pieces := make([]float64, m*n)
+			for i := range m {
+				for c0 := 0; c0 < n; c0 += 333 {
+					c1 := min(c0+333, n)
+					fam.ScaledBlock(v, 0.8, a[i*d:(i+1)*d], b[c0*d:c1*d], d, pieces[i*n+c0:], n)
+				}
+			}
+			for k := range whole {
+				if math.Float64bits(whole[k]) != math.Float64bits(one[k]) || math.Float64bits(whole[k]) != math.Float64bits(pieces[k]) {
+					t.Fatalf("%v value=%d: entry (%d, %d) is %v at once, %v with GOMAXPROCS 1, %v in pieces", fam, v, k/n, k%n, whole[k], one[k], pieces[k])
 				}
 			}
 		}

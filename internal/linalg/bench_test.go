@@ -8,6 +8,7 @@ import (
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
 	"gonum.org/v1/gonum/lapack/lapack64"
+	"gonum.org/v1/gonum/mat"
 )
 
 // The benchmarks report GFLOP/s; compare with the reference measured in the same run (README,
@@ -89,4 +90,21 @@ func BenchmarkGemmKV(b *testing.B) {
 		Gemm(blas.NoTrans, blas.Trans, 1, kb, vt, 0, c)
 	}
 	b.ReportMetric(2*float64(rows*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+}
+
+// BenchmarkInverse is Cholesky.InverseTo at n = 3000 (the exact GP's gradient on 3000 rows),
+// about n^3 flops.
+func BenchmarkInverse(b *testing.B) {
+	const n = 3000
+	var c Cholesky
+	if !c.Factorize(mat.NewSymDense(n, randSPD(rand.New(rand.NewPCG(1, 1)), n))) {
+		b.Fatal("not positive definite")
+	}
+	var inv mat.SymDense
+	for b.Loop() {
+		if err := c.InverseTo(&inv); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(n)*float64(n)*float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 }

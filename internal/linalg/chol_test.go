@@ -130,7 +130,7 @@ func TestPotrfNotPositiveDefinite(t *testing.T) {
 
 func TestCholeskyMatchesMat(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
-	for _, n := range []int{3, 64, 301} {
+	for _, n := range []int{3, 64, 301, 700} {
 		a := mat.NewSymDense(n, randSPD(rng, n))
 		var want mat.Cholesky
 		var got Cholesky

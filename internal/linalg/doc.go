@@ -19,9 +19,10 @@
 //   - the micro-kernel is AVX2 + FMA assembly on amd64 when the CPU has both (checked at run
 //     time with golang.org/x/sys/cpu), and otherwise a pure-Go kernel that performs the same
 //     fused multiply-adds (math.FMA) in the same order, so both give identical bits;
-//   - work is split over goroutines by output tile only: a tile is computed by exactly one
-//     goroutine with the same operations whichever it is, so the bits do not depend on
-//     GOMAXPROCS or on the number of goroutines;
+//   - work is split over goroutines by output tile, by pieces of the packing (copies) and by
+//     independent rows of a triangular substitution only: each output element is computed by
+//     exactly one goroutine with the same operations whichever it is, so the bits do not
+//     depend on GOMAXPROCS or on the number of goroutines;
 //   - the exponential is a fixed polynomial evaluated by fused multiply-adds, identical in
 //     the assembly and the Go version.
 //

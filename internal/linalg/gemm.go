@@ -166,7 +166,7 @@ func gemmCore(kern kernelFunc, m, n, k int, alpha float64, a, b view, c []float6
 			if meets, _ := t.tile(0, m, jc, jc+nc); !meets {
 				continue
 			}
-			packB(bp, b.at(pc, jc), kk, nc)
+			packSplit(workers, nc, nr, kk, func(lo, hi int) { packB(bp[lo*kk:], b.at(pc, jc+lo), kk, hi-lo) })
 			for ic := 0; ic < m; ic += mChunk {
 				mm := min(mChunk, m-ic)
 				if meets, _ := t.tile(ic, ic+mm, jc, jc+nc); !meets {
@@ -178,12 +178,35 @@ func gemmCore(kern kernelFunc, m, n, k int, alpha float64, a, b view, c []float6
 					// than it saves; the kernel reads its rows in place.
 					direct = a.at(ic, pc)
 				} else {
-					packA(ap, a.at(ic, pc), mm, kk)
+					packSplit(workers, mm, mr, kk, func(lo, hi int) { packA(ap[lo*kk:], a.at(ic+lo, pc), hi-lo, kk) })
 				}
 				macro(kern, workers, ap, direct, bp, mm, nc, kk, alpha, c, ic, jc, ldc, t)
 			}
 		}
 	}
+}
+
+// packSplitMin is the fewest values (rows or columns times the panel depth) whose packing is
+// shared among goroutines.
+const packSplitMin = 1 << 15
+
+// packSplit runs pack(lo, hi) over [0, total) (rows of A or columns of B, each k deep) cut at
+// multiples of q into up to workers pieces, on as many goroutines, the caller taking the
+// first. Every value lands in the same place whichever goroutine copies it, so the packed
+// panels, and the bits of the product, do not depend on the split.
+func packSplit(workers, total, q, k int, pack func(lo, hi int)) {
+	pieces := min(workers, (total+q-1)/q)
+	if pieces <= 1 || total*k < packSplitMin {
+		pack(0, total)
+		return
+	}
+	per := roundUp((total+pieces-1)/pieces, q)
+	var wg sync.WaitGroup
+	for lo := per; lo < total; lo += per {
+		wg.Go(func() { pack(lo, min(lo+per, total)) })
+	}
+	pack(0, min(per, total))
+	wg.Wait()
 }
 
 // packPool recycles packing buffers between calls: a cache with no observable state (a

@@ -44,10 +44,23 @@ func axpyNeg(t float64, x, y []float64) {
 }
 
 // expAVX2 sets dst[i] = expGo(x[i]) for i < len(dst) rounded down to a multiple of 4
-// (kernel_amd64.s), with the constants of expTable.
+// (kernel_amd64.s), with the constants of expTable and expTable4.
 //
 //go:noescape
-func expAVX2(dst, x []float64, table *float64)
+func expAVX2(dst, x []float64, table, table4 *float64)
+
+// expTable4 holds ln 2 (high, low) and the Taylor coefficients of expTable (degree 13 down to
+// 0), each repeated four times: full-width memory operands for the assembly. Set once here
+// and only read afterwards.
+var expTable4 = func() (t [(2 + expDeg + 1) * 4]float64) {
+	vals := append([]float64{expLn2Hi, expLn2Lo}, expTable[8:]...)
+	for i, v := range vals {
+		for l := range 4 {
+			t[i*4+l] = v
+		}
+	}
+	return t
+}()
 
 // expVec computes the exponential of the leading multiple of four elements in assembly when
 // the CPU allows, and returns how many it did.
@@ -56,7 +69,7 @@ func expVec(dst, x []float64) int {
 		return 0
 	}
 	_ = x[len(dst)-1]
-	expAVX2(dst, x, &expTable[0])
+	expAVX2(dst, x, &expTable[0], &expTable4[0])
 	return len(dst) &^ 3
 }
 

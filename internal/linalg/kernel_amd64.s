@@ -156,81 +156,118 @@ axpydone:
 	VZEROUPPER
 	RET
 
-// func expAVX2(dst, x []float64, table *float64)
-// dst[i] = exp(x[i]) for i < len(dst) &^ 3, exactly as expGo (exp.go) lane by lane.
-TEXT ·expAVX2(SB), NOSPLIT, $0-56
+// The end of the exponential for one vector: 2^k applied as two exact powers of two, then
+// the range and NaN cases. x in XV, kf = round(x log2 e) in KF, the polynomial in P; uses
+// Y3, Y5, Y6, Y7 (and Y12, Y13, Y15, R9 as set up by expAVX2); stores P at OFF(DI).
+#define EXPFINISH(XV, KF, P, OFF) \
+	VCVTPD2DQY KF, X5 \
+	VPSRAD  $1, X5, X6 \
+	VPSUBD  X6, X5, X7 \
+	VPMOVSXDQ X6, Y6 \
+	VPMOVSXDQ X7, Y7 \
+	VPADDQ  Y15, Y6, Y6 \
+	VPADDQ  Y15, Y7, Y7 \
+	VPSLLQ  $52, Y6, Y6 \
+	VPSLLQ  $52, Y7, Y7 \
+	VMULPD  Y6, P, P \
+	VMULPD  Y7, P, P \
+	VBROADCASTSD 40(R9), Y3 \
+	VCMPPD  $0x1e, Y12, XV, Y5 \
+	VBLENDVPD Y5, Y3, P, P \
+	VXORPD  Y3, Y3, Y3 \
+	VCMPPD  $0x11, Y13, XV, Y5 \
+	VBLENDVPD Y5, Y3, P, P \
+	VCMPPD  $3, XV, XV, Y5 \
+	VBLENDVPD Y5, XV, P, P \
+	VMOVUPD P, OFF(DI)
+
+// One Horner step for two vectors: P = fma(P, R, c) with c the 4-wide constant at OFF(R10).
+#define HORNER2(OFF) \
+	VFMADD213PD OFF(R10), Y1, Y4 \
+	VFMADD213PD OFF(R10), Y9, Y11
+
+// func expAVX2(dst, x []float64, table, table4 *float64)
+// dst[i] = exp(x[i]) for i < len(dst) &^ 3, exactly as expGo (exp.go) lane by lane. table is
+// expTable; table4 is expTable4 (ln 2 high, low and the Taylor coefficients, each four times),
+// read as memory operands by the eight-wide loop, which runs two independent vectors.
+TEXT ·expAVX2(SB), NOSPLIT, $0-64
 	MOVQ dst_base+0(FP), DI
 	MOVQ dst_len+8(FP), CX
 	MOVQ x_base+24(FP), SI
 	MOVQ table+48(FP), R9
-	SHRQ $2, CX
+	MOVQ table4+56(FP), R10
 	VBROADCASTSD 24(R9), Y12 // hi
 	VBROADCASTSD 32(R9), Y13 // lo
 	VBROADCASTSD 0(R9), Y14  // log2 e
 	VPBROADCASTQ 48(R9), Y15 // 1023
 
+exp8loop:
+	CMPQ CX, $8
+	JLT  exploop
+	VMOVUPD (SI), Y0
+	VMOVUPD 32(SI), Y8
+	VMINPD  Y12, Y0, Y1
+	VMAXPD  Y13, Y1, Y1
+	VMINPD  Y12, Y8, Y9
+	VMAXPD  Y13, Y9, Y9
+	VMULPD  Y14, Y1, Y2
+	VROUNDPD $0, Y2, Y2
+	VMULPD  Y14, Y9, Y10
+	VROUNDPD $0, Y10, Y10
+	VFNMADD231PD 0(R10), Y2, Y1
+	VFNMADD231PD 0(R10), Y10, Y9
+	VFNMADD231PD 32(R10), Y2, Y1
+	VFNMADD231PD 32(R10), Y10, Y9
+	VMOVUPD 64(R10), Y4
+	VMOVUPD 64(R10), Y11
+	HORNER2(96)
+	HORNER2(128)
+	HORNER2(160)
+	HORNER2(192)
+	HORNER2(224)
+	HORNER2(256)
+	HORNER2(288)
+	HORNER2(320)
+	HORNER2(352)
+	HORNER2(384)
+	HORNER2(416)
+	HORNER2(448)
+	HORNER2(480)
+	EXPFINISH(Y0, Y2, Y4, 0)
+	EXPFINISH(Y8, Y10, Y11, 32)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $8, CX
+	JMP  exp8loop
+
 exploop:
-	TESTQ CX, CX
-	JE    expdone
+	CMPQ CX, $4
+	JLT  expdone
 	VMOVUPD (SI), Y0             // x
 	VMINPD  Y12, Y0, Y1
 	VMAXPD  Y13, Y1, Y1          // x clamped to [lo, hi]
 	VMULPD  Y14, Y1, Y2
 	VROUNDPD $0, Y2, Y2          // kf = round-to-even(x log2 e)
-	VBROADCASTSD 8(R9), Y3
-	VFNMADD231PD Y3, Y2, Y1      // r = fma(-kf, ln2hi, x)
-	VBROADCASTSD 16(R9), Y3
-	VFNMADD231PD Y3, Y2, Y1      // r = fma(-kf, ln2lo, r)
-	VBROADCASTSD 64(R9), Y4      // p = c13
-	VBROADCASTSD 72(R9), Y3
-	VFMADD213PD Y3, Y1, Y4       // p = fma(p, r, c12)
-	VBROADCASTSD 80(R9), Y3
-	VFMADD213PD Y3, Y1, Y4
-	VBROADCASTSD 88(R9), Y3
-	VFMADD213PD Y3, Y1, Y4
-	VBROADCASTSD 96(R9), Y3
-	VFMADD213PD Y3, Y1, Y4
-	VBROADCASTSD 104(R9), Y3
-	VFMADD213PD Y3, Y1, Y4
-	VBROADCASTSD 112(R9), Y3
-	VFMADD213PD Y3, Y1, Y4
-	VBROADCASTSD 120(R9), Y3
-	VFMADD213PD Y3, Y1, Y4
-	VBROADCASTSD 128(R9), Y3
-	VFMADD213PD Y3, Y1, Y4
-	VBROADCASTSD 136(R9), Y3
-	VFMADD213PD Y3, Y1, Y4
-	VBROADCASTSD 144(R9), Y3
-	VFMADD213PD Y3, Y1, Y4
-	VBROADCASTSD 152(R9), Y3
-	VFMADD213PD Y3, Y1, Y4
-	VBROADCASTSD 160(R9), Y3
-	VFMADD213PD Y3, Y1, Y4
-	VBROADCASTSD 168(R9), Y3
-	VFMADD213PD Y3, Y1, Y4       // p = fma(p, r, c0)
-	VCVTPD2DQY Y2, X5            // k
-	VPSRAD  $1, X5, X6           // k1 = k >> 1
-	VPSUBD  X6, X5, X7           // k2 = k - k1
-	VPMOVSXDQ X6, Y6
-	VPMOVSXDQ X7, Y7
-	VPADDQ  Y15, Y6, Y6
-	VPADDQ  Y15, Y7, Y7
-	VPSLLQ  $52, Y6, Y6          // 2^k1
-	VPSLLQ  $52, Y7, Y7          // 2^k2
-	VMULPD  Y6, Y4, Y4
-	VMULPD  Y7, Y4, Y4           // (p 2^k1) 2^k2
-	VBROADCASTSD 40(R9), Y3      // +Inf
-	VCMPPD  $0x1e, Y12, Y0, Y8   // x > hi
-	VBLENDVPD Y8, Y3, Y4, Y4
-	VXORPD  Y3, Y3, Y3
-	VCMPPD  $0x11, Y13, Y0, Y8   // x < lo
-	VBLENDVPD Y8, Y3, Y4, Y4
-	VCMPPD  $3, Y0, Y0, Y8       // x is NaN
-	VBLENDVPD Y8, Y0, Y4, Y4
-	VMOVUPD Y4, (DI)
+	VFNMADD231PD 0(R10), Y2, Y1  // r = fma(-kf, ln2hi, x)
+	VFNMADD231PD 32(R10), Y2, Y1 // r = fma(-kf, ln2lo, r)
+	VMOVUPD 64(R10), Y4          // p = c13
+	VFMADD213PD 96(R10), Y1, Y4  // p = fma(p, r, c12)
+	VFMADD213PD 128(R10), Y1, Y4
+	VFMADD213PD 160(R10), Y1, Y4
+	VFMADD213PD 192(R10), Y1, Y4
+	VFMADD213PD 224(R10), Y1, Y4
+	VFMADD213PD 256(R10), Y1, Y4
+	VFMADD213PD 288(R10), Y1, Y4
+	VFMADD213PD 320(R10), Y1, Y4
+	VFMADD213PD 352(R10), Y1, Y4
+	VFMADD213PD 384(R10), Y1, Y4
+	VFMADD213PD 416(R10), Y1, Y4
+	VFMADD213PD 448(R10), Y1, Y4
+	VFMADD213PD 480(R10), Y1, Y4 // p = fma(p, r, c0)
+	EXPFINISH(Y0, Y2, Y4, 0)
 	ADDQ $32, SI
 	ADDQ $32, DI
-	DECQ CX
+	SUBQ $4, CX
 	JMP  exploop
 
 expdone:

@@ -2,6 +2,8 @@ package linalg
 
 import (
 	"math"
+	"runtime"
+	"sync"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
@@ -117,29 +119,60 @@ func axpyNegGo(t float64, x, y []float64) {
 
 // solveRight overwrites columns k0..k1-1 of B (m rows) with B_k T_kk^-1: for each row,
 // x_j = (b_j - sum_l x_l T_lj) / T_jj, the sum by fused multiply-adds over l in decreasing
-// order (T lower: columns solved last to first) or increasing order (T upper).
+// order (T lower: columns solved last to first) or increasing order (T upper). The rows are
+// independent: they are shared among goroutines when there is enough work, with the same
+// operations for each row whichever goroutine runs it.
 func solveRight(T view, unit, lowerT bool, k0, k1 int, b []float64, ld, m int) {
-	for r := range m {
-		row := b[r*ld : r*ld+k1]
-		for jj := k0; jj < k1; jj++ {
-			j := jj
-			if lowerT {
-				j = k1 - 1 - (jj - k0)
+	w := k1 - k0
+	// The diagonal block by columns: tk[c*w+l] = T_(k0+l, k0+c), read contiguously below.
+	var tkBuf [trsmBlock * trsmBlock]float64
+	tk := tkBuf[:w*w]
+	for c := range w {
+		for l := range w {
+			if (lowerT && l >= c) || (!lowerT && l <= c) {
+				tk[c*w+l] = T.get(k0+l, k0+c)
 			}
-			v := row[j]
-			if lowerT {
-				for l := k1 - 1; l > j; l-- {
-					v = math.FMA(-row[l], T.get(l, j), v)
-				}
-			} else {
-				for l := k0; l < j; l++ {
-					v = math.FMA(-row[l], T.get(l, j), v)
-				}
-			}
-			if !unit {
-				v /= T.get(j, j)
-			}
-			row[j] = v
 		}
 	}
+	rows := func(r0, r1 int) {
+		for r := r0; r < r1; r++ {
+			row := b[r*ld+k0 : r*ld+k1]
+			for jj := range w {
+				j := jj
+				if lowerT {
+					j = w - 1 - jj
+				}
+				col := tk[j*w : (j+1)*w]
+				v := row[j]
+				if lowerT {
+					for l := w - 1; l > j; l-- {
+						v = math.FMA(-row[l], col[l], v)
+					}
+				} else {
+					for l := 0; l < j; l++ {
+						v = math.FMA(-row[l], col[l], v)
+					}
+				}
+				if !unit {
+					v /= col[j]
+				}
+				row[j] = v
+			}
+		}
+	}
+	workers := 1
+	if m*w*w >= parallelFlops/8 {
+		workers = min(runtime.GOMAXPROCS(0), m)
+	}
+	if workers <= 1 {
+		rows(0, m)
+		return
+	}
+	var wg sync.WaitGroup
+	per := (m + workers - 1) / workers
+	for r0 := per; r0 < m; r0 += per {
+		wg.Go(func() { rows(r0, min(r0+per, m)) })
+	}
+	rows(0, min(per, m))
+	wg.Wait()
 }

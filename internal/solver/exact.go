@@ -181,22 +181,42 @@ type ExactPredictor struct {
 	R      []float64
 }
 
+// predictBlock is the number of rows ExactPredictor.Predict and FeaturePredictor.Predict take
+// at a time: a block's kernel (or feature) rows, b x n, are one triangular solve with b
+// right-hand sides.
+const predictBlock = 256
+
 // Predict writes the mean and, when latentVar is not nil, the latent variance for each row of
-// xs (row-major, D columns).
+// xs (row-major, D columns); the number of rows is len(mean). Rows are taken in blocks of
+// b <= 256: the block's kernel rows Kb = k(xs_b, X) (b x n, kernel.Family.ScaledBlock) give
+// mean_b = Kb Alpha, and one blocked triangular solve W R = Kb (linalg.Trsm) gives
+// latentVar_i = max(0, k(x_i, x_i) - ||W_i||^2), W_i = (R^-T k(X, x_i))^T. Each row's result
+// depends only on that row, never on the block split or the number of goroutines.
 func (p *ExactPredictor) Predict(xs []float64, mean, latentVar []float64) {
 	n, d := len(p.Alpha), p.D
-	ks := make([]float64, n)
+	rows := len(mean)
+	if rows == 0 || n == 0 {
+		return
+	}
+	k := p.Kernel
+	sx := scaleColumns(p.X, k.Lengthscales)
+	kb := make([]float64, min(rows, predictBlock)*n)
 	r := blas64.Triangular{Uplo: blas.Upper, Diag: blas.NonUnit, N: n, Stride: n, Data: p.R}
-	for t := range mean {
-		x := xs[t*d : (t+1)*d]
-		for i := 0; i < n; i++ {
-			ks[i] = p.Kernel.Eval(x, p.X[i*d:(i+1)*d])
+	for lo := 0; lo < rows; lo += predictBlock {
+		b := min(predictBlock, rows-lo)
+		xb := scaleColumns(xs[lo*d:(lo+b)*d], k.Lengthscales)
+		k.Family.ScaledBlock(kernel.BlockK, k.SignalVariance, xb, sx, d, kb, n)
+		for i := range b {
+			mean[lo+i] = dot(kb[i*n:(i+1)*n], p.Alpha)
 		}
-		mean[t] = dot(ks, p.Alpha)
 		if latentVar == nil {
 			continue
 		}
-		blas64.Trsv(blas.Trans, r, blas64.Vector{N: n, Inc: 1, Data: ks})
-		latentVar[t] = math.Max(0, p.Kernel.Eval(x, x)-dot(ks, ks))
+		linalg.Trsm(blas.Right, blas.NoTrans, 1, r, blas64.General{Rows: b, Cols: n, Stride: n, Data: kb[:b*n]})
+		for i := range b {
+			x := xs[(lo+i)*d : (lo+i+1)*d]
+			w := kb[i*n : (i+1)*n]
+			latentVar[lo+i] = math.Max(0, k.Eval(x, x)-dot(w, w))
+		}
 	}
 }

@@ -206,22 +206,32 @@ type FeaturePredictor struct {
 }
 
 // Predict writes the mean and, when latentVar is not nil, the latent variance for the
-// feature rows z (rows x s, row-major).
+// feature rows z (rows x s, row-major). Rows are taken in blocks of b <= 256: the block's
+// scaled rows D z_i are one blocked triangular solve W R = (D Z_b) (linalg.Trsm), and
+// latentVar_i = sigma_f^2 ||W_i||^2. Each row's result depends only on that row.
 func (p *FeaturePredictor) Predict(z []float64, rows int, mean, latentVar []float64) {
 	s := len(p.Beta)
-	work := make([]float64, s)
-	r := blas64.Triangular{Uplo: blas.Upper, Diag: blas.NonUnit, N: s, Stride: s, Data: p.R}
 	for t := 0; t < rows; t++ {
-		zt := z[t*s : (t+1)*s]
-		mean[t] = p.SF2 * dot(zt, p.Beta)
-		if latentVar == nil {
-			continue
+		mean[t] = p.SF2 * dot(z[t*s:(t+1)*s], p.Beta)
+	}
+	if latentVar == nil || rows == 0 || s == 0 {
+		return
+	}
+	work := make([]float64, min(rows, predictBlock)*s)
+	r := blas64.Triangular{Uplo: blas.Upper, Diag: blas.NonUnit, N: s, Stride: s, Data: p.R}
+	for lo := 0; lo < rows; lo += predictBlock {
+		b := min(predictBlock, rows-lo)
+		for i := range b {
+			zt, wt := z[(lo+i)*s:(lo+i+1)*s], work[i*s:(i+1)*s]
+			for j := range wt {
+				wt[j] = p.SqrtH[j] * zt[j]
+			}
 		}
-		for j := range work {
-			work[j] = p.SqrtH[j] * zt[j]
+		linalg.Trsm(blas.Right, blas.NoTrans, 1, r, blas64.General{Rows: b, Cols: s, Stride: s, Data: work[:b*s]})
+		for i := range b {
+			w := work[i*s : (i+1)*s]
+			latentVar[lo+i] = p.SF2 * dot(w, w)
 		}
-		blas64.Trsv(blas.Trans, r, blas64.Vector{N: s, Inc: 1, Data: work})
-		latentVar[t] = p.SF2 * dot(work, work)
 	}
 }
 

@@ -1028,8 +1028,9 @@ type VOFSettings struct {
 	// variational covariance S, diag (mean field; default) or dense (through a Cholesky
 	// factor)
 	Covariance string `protobuf:"bytes,3,opt,name=covariance,proto3" json:"covariance,omitempty"`
-	// minibatch rows per optimiser step, 0 for the full batch (default 0): a seeded choice of
-	// whole shards per step, independent of the worker count, trained by Adam
+	// minibatch rows per optimiser step, 0 for the full batch (default 0): each row is kept
+	// with probability N/n by a stream of the seed, the step and its shard (the same batches on
+	// any number of workers and after a resume); trained by Adam
 	BatchRows int32 `protobuf:"varint,4,opt,name=batch_rows,json=batchRows,proto3" json:"batch_rows,omitempty"`
 	// a sum of 1-D VOF models, one per input (additive kernel), instead of the tensor product
 	Additive bool `protobuf:"varint,5,opt,name=additive,proto3" json:"additive,omitempty"`

@@ -82,14 +82,19 @@ func (p *VOFPosterior) Validate(m *Model) error {
 }
 
 // vofQuadBucket rounds TrigVOF quadrature node counts up to a multiple of itself, so that a
-// prediction builds few quadrature maps.
-const vofQuadBucket = 16
+// prediction builds few quadrature maps; vofMaxQuadNodes is the most nodes per input a
+// prediction uses (about 6300/a standardized units from the origin: far beyond any data).
+const (
+	vofQuadBucket   = 16
+	vofMaxQuadNodes = 4096
+)
 
 // Predictor returns vof.Predict with the closed-form Hermite features, or for TrigVOF with
 // Gauss-Legendre features whose node count is chosen per row from its largest |x_k|
 // (vof.TrigQuadNodes, rounded up to a multiple of vofQuadBucket): a row's prediction does not
-// depend on the other rows of its block. A row whose rule would exceed the quadrature budget
-// gets the prior (mean 0, variance k(x, x)).
+// depend on the other rows of its block. A row whose rule would need more than
+// vofMaxQuadNodes nodes per input, or more points than vof's quadrature budget in all
+// inputs, gets the prior (mean 0, variance k(x, x)).
 func (p *VOFPosterior) Predictor(m *Model) (BlockPredictor, error) {
 	mod, err := p.shape(m)
 	if err != nil {
@@ -125,7 +130,7 @@ func (p *VOFPosterior) Predictor(m *Model) (BlockPredictor, error) {
 			q := vof.TrigQuadNodes(p.M1, p.Params.Feature, xmax)
 			q = (q + vofQuadBucket - 1) / vofQuadBucket * vofQuadBucket
 			fm, ok := maps[q]
-			if !ok && !failed[q] {
+			if !ok && !failed[q] && q <= vofMaxQuadNodes {
 				var err error
 				if fm, err = vof.NewFeatureMap(mod, &p.Params, q, 0); err != nil {
 					failed[q] = true

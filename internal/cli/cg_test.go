@@ -159,7 +159,7 @@ func TestCGFlags(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("%s --help: exit %d: %s", cmd, code, errOut)
 		}
-		for _, w := range []string{"cg, exact, gl, grief, kmcg or rff", "--truncation", "--cg-iters", "--rr-min", "--rr-rate", "--probes",
+		for _, w := range []string{"cg, exact, gl, grief, kmcg, rff or vof", "--truncation", "--cg-iters", "--rr-min", "--rr-rate", "--probes",
 			"--precond-rank", "--learning-rate", "--cg-tol", "--subset", "--variance-rank", "(default 100)", "(default 0.05)", "(default 0.0001)"} {
 			if !strings.Contains(out, w) {
 				t.Errorf("%s --help lacks %q", cmd, w)

@@ -132,12 +132,17 @@ func parseSetting(fd protoreflect.FieldDescriptor, v string) ([]protoreflect.Val
 	return out, nil
 }
 
-// registerSettingFlags adds one flag per setting of every method (train.Settings).
+// registerSettingFlags adds one flag per setting of every method (train.Settings). A
+// boolean setting's flag, like any boolean flag, needs no value: --additive is
+// --additive=true.
 func registerSettingFlags(cmd *cobra.Command) []*settingFlag {
 	var out []*settingFlag
 	for _, st := range train.Settings() {
 		f := &settingFlag{st: st}
 		cmd.Flags().Var(f, flagName(st.Name), settingHelp(st))
+		if fd := st.Fields[0]; fd.Kind() == protoreflect.BoolKind && !fd.IsList() {
+			cmd.Flags().Lookup(flagName(st.Name)).NoOptDefVal = "true"
+		}
 		out = append(out, f)
 	}
 	return out

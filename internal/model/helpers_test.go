@@ -14,6 +14,7 @@ import (
 	"github.com/gpreduce/gpreduce/internal/kernel"
 	"github.com/gpreduce/gpreduce/internal/shard"
 	"github.com/gpreduce/gpreduce/internal/solver"
+	"github.com/gpreduce/gpreduce/internal/vof"
 )
 
 // glModel is a small valid Gauss-Legendre model built by hand: rbf kernel, D = 1, U = [5],
@@ -155,7 +156,53 @@ func validModels() map[string]*Model {
 	return map[string]*Model{
 		"gl": glModel(), "rff": rffModel(), "exact": exactModel(), "exact-matern32": exactModelOf(kernel.Matern32),
 		"expansion": expansionModel(kernel.RBF), "expansion-kmcg": kmcgModel(), "grief": mustGRIEFModel(),
+		"vof-hermite": vofModel("hermite"), "vof-trig": vofModel("trig"),
 	}
+}
+
+// vofModel is a small valid vof model: hermite (rbf, D = 1, M1 = 7, dense S) or trig
+// (matern32, D = 2, additive, M1 = 5, diagonal S), with a random mean and covariance factor.
+func vofModel(basis string) *Model {
+	rng := rand.New(rand.NewPCG(9, 10))
+	post := &VOFPosterior{Basis: basis}
+	m := &Model{Version: Version, Method: "vof", NTrain: 50}
+	if basis == "hermite" {
+		post.M1, post.Dense = 7, true
+		post.Params = vofParams(rng, 7, true, []float64{0.6}, []float64{1.2}, []float64{1.4})
+		m.Kernel, m.D = "rbf", 1
+		m.Transform = shard.Transform{XMean: []float64{3}, XScale: []float64{2}, YMean: -1, YScale: 3}
+		m.Hyper = Hyper{Lengthscales: []float64{0.6}, SignalVariance: 1.2, NoiseVariance: 0.1}
+	} else {
+		post.M1, post.Additive = 5, true
+		post.Params = vofParams(rng, 10, false, []float64{0.9, 1.3}, []float64{0.7, 0.4}, []float64{6, 5})
+		m.Kernel, m.D = "matern32", 2
+		m.Transform = shard.Transform{XMean: []float64{0, 10}, XScale: []float64{1, 4}, YMean: 2, YScale: 0.5}
+		m.Hyper = Hyper{Lengthscales: []float64{0.9, 1.3}, SignalVariance: 1.1, NoiseVariance: 0.1}
+	}
+	m.Posterior = post
+	return m
+}
+
+func vofParams(rng *rand.Rand, M int, dense bool, ls, vs, feat []float64) vof.Params {
+	p := vof.Params{Lengthscales: ls, Variances: vs, Noise: 0.1, Feature: feat, Mean: make([]float64, M)}
+	for i := range p.Mean {
+		p.Mean[i] = rng.NormFloat64()
+	}
+	if !dense {
+		p.Chol = make([]float64, M)
+		for i := range p.Chol {
+			p.Chol[i] = 0.2 + 0.5*rng.Float64()
+		}
+		return p
+	}
+	p.Chol = make([]float64, M*M)
+	for i := 0; i < M; i++ {
+		p.Chol[i*M+i] = 0.2 + 0.5*rng.Float64()
+		for j := 0; j < i; j++ {
+			p.Chol[i*M+j] = 0.1 * rng.NormFloat64()
+		}
+	}
+	return p
 }
 
 // The posterior of a hand-built model, by type: a test of one posterior's numbers reaches

@@ -91,7 +91,7 @@ func TestRegistry(t *testing.T) {
 func TestWrongMethodError(t *testing.T) {
 	for _, c := range []struct{ setting, method, want string }{
 		{"cg_iters", "gl", "cg-iters: a setting of cg and kmcg; drop it for method gl"},
-		{"max_features", "exact", "max-features: a setting of gl, grief, rff and auto; drop it for method exact"},
+		{"max_features", "exact", "max-features: a setting of gl, grief, rff, vof and auto; drop it for method exact"},
 		{"exact_max_rows", "cg", "exact-max-rows: a setting of exact, kmcg and auto; drop it for method cg"},
 		{"inference", "auto", "inference: a setting of grief; drop it for method auto"},
 	} {
@@ -180,6 +180,10 @@ func TestSettingCommentsNameTheDefaults(t *testing.T) {
 		"GRIEFSettings.eigenfunctions": DefaultGRIEFEigenfunctions,
 		"CGSettings.variance_rank":     fmt.Sprintf("%g%%", 100*VarianceGapTol),
 		"KMCGSettings.variance_rank":   fmt.Sprintf("%g%%", 100*VarianceGapTol),
+		"VOFSettings.features":         DefaultVOFFeatures,
+		"VOFSettings.frequencies":      DefaultVOFFrequencies,
+		"VOFSettings.learning_rate":    DefaultVOFLearningRate,
+		"VOFSettings.max_features":     DefaultMaxVOFFeatures,
 	} {
 		msg, name, _ := strings.Cut(field, ".")
 		c := pb.FieldComment(msg, name)

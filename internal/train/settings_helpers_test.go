@@ -29,6 +29,8 @@ func set(s *Spec, name string, v any) {
 			return protoreflect.ValueOfFloat64(x)
 		case string:
 			return protoreflect.ValueOfString(x)
+		case bool:
+			return protoreflect.ValueOfBool(x)
 		}
 		panic(fmt.Sprintf("set %s: %T", name, x))
 	}

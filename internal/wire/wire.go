@@ -13,6 +13,7 @@ import (
 	"github.com/gpreduce/gpreduce/internal/reduce"
 	"github.com/gpreduce/gpreduce/internal/shard"
 	"github.com/gpreduce/gpreduce/internal/tasks"
+	"github.com/gpreduce/gpreduce/internal/vof"
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
 
@@ -209,6 +210,21 @@ func EncodeStats(s reduce.Stats) (*pb.Stats, error) {
 			return nil, fmt.Errorf("encode stats: sample of %d rows of %d columns", s.K, s.D)
 		}
 		return &pb.Stats{Kind: &pb.Stats_Sample{Sample: &pb.Sample{K: int32(s.K), Keys: s.Keys, D: int32(s.D), X: s.X, Y: s.Y}}}, nil
+	case *vof.KufStats:
+		return &pb.Stats{Kind: &pb.Stats_VofKuf{VofKuf: &pb.VOFKufStats{M: int32(s.M), NShape: int32(s.NShape), N: int64(s.N),
+			Theta: s.Theta, Yy: s.YY, Ky: s.KY, Kk: s.KK, Dky: s.DKY, Dkk: s.DKK}}}, nil
+	case *vof.TrigStats:
+		vecs := func(blocks ...[4][]float64) []*pb.Vector {
+			var out []*pb.Vector
+			for _, b := range blocks {
+				for _, v := range b {
+					out = append(out, &pb.Vector{Values: v})
+				}
+			}
+			return out
+		}
+		return &pb.Stats{Kind: &pb.Stats_VofTrig{VofTrig: &pb.VOFTrigStats{T: int32(s.T), D: int32(s.Dim), Grid: s.Grid, N: int64(s.N), Yy: s.YY,
+			B: vecs(s.B), P: vecs(s.P), Xb: vecs(s.XB...), Xp: vecs(s.XP...)}}}, nil
 	}
 	return nil, fmt.Errorf("encode stats: %T has no wire form", s)
 }
@@ -286,6 +302,39 @@ func DecodeStats(m *pb.Stats) (reduce.Stats, error) {
 			return v
 		}
 		return &reduce.Sample{K: kk, Keys: nz(sm.Keys), D: dd, X: nz(sm.X), Y: nz(sm.Y)}, nil
+	case *pb.Stats_VofKuf:
+		v := k.VofKuf
+		M, P := int(v.M), int(v.NShape)
+		hasGrad := len(v.Dky) > 0 || len(v.Dkk) > 0
+		if M < 1 || P < 0 || v.N < 0 || len(v.Ky) != M || len(v.Kk) != M*M || (hasGrad && (len(v.Dky) != P*M || len(v.Dkk) != P*M*M)) {
+			return nil, fmt.Errorf("decode stats: VOF statistics of %d features and %d directions with %d, %d, %d and %d values", M, P, len(v.Ky), len(v.Kk), len(v.Dky), len(v.Dkk))
+		}
+		return &vof.KufStats{M: M, NShape: P, N: int(v.N), Theta: v.Theta, YY: v.Yy, KY: v.Ky, KK: v.Kk, DKY: v.Dky, DKK: v.Dkk}, nil
+	case *pb.Stats_VofTrig:
+		v := k.VofTrig
+		T, d := int(v.T), int(v.D)
+		if T < 1 || d < 1 || v.N < 0 || len(v.B) != 4 || len(v.P) != 4 || len(v.Xb) != len(v.Xp) || (len(v.Xb) != 0 && len(v.Xb) != 4*d) {
+			return nil, fmt.Errorf("decode stats: TrigVOF statistics of %d frequencies in %d inputs with %d, %d, %d and %d blocks", T, d, len(v.B), len(v.P), len(v.Xb), len(v.Xp))
+		}
+		st := &vof.TrigStats{T: T, Dim: d, Grid: v.Grid, N: int(v.N), YY: v.Yy}
+		for i := 0; i < 4; i++ {
+			st.B[i], st.P[i] = v.B[i].GetValues(), v.P[i].GetValues()
+			if len(st.B[i]) != T || len(st.P[i]) != T*T {
+				return nil, fmt.Errorf("decode stats: TrigVOF block %d has %d and %d values for %d frequencies", i, len(st.B[i]), len(st.P[i]), T)
+			}
+		}
+		if len(v.Xb) > 0 {
+			st.XB, st.XP = make([][4][]float64, d), make([][4][]float64, d)
+			for kk := 0; kk < d; kk++ {
+				for i := 0; i < 4; i++ {
+					st.XB[kk][i], st.XP[kk][i] = v.Xb[4*kk+i].GetValues(), v.Xp[4*kk+i].GetValues()
+					if len(st.XB[kk][i]) != T || len(st.XP[kk][i]) != T*T {
+						return nil, fmt.Errorf("decode stats: TrigVOF moment block %d of input %d has %d and %d values for %d frequencies", i, kk, len(st.XB[kk][i]), len(st.XP[kk][i]), T)
+					}
+				}
+			}
+		}
+		return st, nil
 	}
 	return nil, fmt.Errorf("decode stats: unknown kind %T", m.GetKind())
 }

@@ -84,7 +84,7 @@ func (JobState) EnumDescriptor() ([]byte, []int) {
 // shard count, and the chosen method's own settings in `settings`.
 type JobSpec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// auto, gl, rff, exact, grief, cg or kmcg (clients default to auto).
+	// auto, gl, rff, exact, grief, cg, kmcg or vof (clients default to auto).
 	Method string `protobuf:"bytes,1,opt,name=method,proto3" json:"method,omitempty"`
 	// rbf, matern12, matern32 or matern52 (default rbf).
 	Kernel               string      `protobuf:"bytes,2,opt,name=kernel,proto3" json:"kernel,omitempty"`
@@ -109,6 +109,7 @@ type JobSpec struct {
 	//	*JobSpec_Cg
 	//	*JobSpec_Kmcg
 	//	*JobSpec_Auto
+	//	*JobSpec_Vof
 	Settings isJobSpec_Settings `protobuf_oneof:"settings"`
 	// Deprecated: the flat settings of the layout before `settings`. Jobs stored in a
 	// cluster's raft state before the change carry them; the coordinator reads them once
@@ -328,6 +329,15 @@ func (x *JobSpec) GetAuto() *AutoSettings {
 	return nil
 }
 
+func (x *JobSpec) GetVof() *VOFSettings {
+	if x != nil {
+		if x, ok := x.Settings.(*JobSpec_Vof); ok {
+			return x.Vof
+		}
+	}
+	return nil
+}
+
 // Deprecated: Marked as deprecated in gpreduce/v1/coordinator.proto.
 func (x *JobSpec) GetFeatures() int32 {
 	if x != nil {
@@ -520,6 +530,10 @@ type JobSpec_Auto struct {
 	Auto *AutoSettings `protobuf:"bytes,37,opt,name=auto,proto3,oneof"`
 }
 
+type JobSpec_Vof struct {
+	Vof *VOFSettings `protobuf:"bytes,38,opt,name=vof,proto3,oneof"`
+}
+
 func (*JobSpec_Gl) isJobSpec_Settings() {}
 
 func (*JobSpec_Rff) isJobSpec_Settings() {}
@@ -533,6 +547,8 @@ func (*JobSpec_Cg) isJobSpec_Settings() {}
 func (*JobSpec_Kmcg) isJobSpec_Settings() {}
 
 func (*JobSpec_Auto) isJobSpec_Settings() {}
+
+func (*JobSpec_Vof) isJobSpec_Settings() {}
 
 // GLSettings are the settings of gl (Gauss-Legendre features).
 type GLSettings struct {
@@ -998,6 +1014,134 @@ func (x *KMCGSettings) GetExactMaxRows() int32 {
 	return 0
 }
 
+// VOFSettings are the settings of vof (variational orthogonal features, Burt, Rasmussen and
+// van der Wilk).
+type VOFSettings struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// orthogonal basis, hermite (closed-form features of the rbf kernel, full-batch L-BFGS) or
+	// trig (TrigVOF on [-a, a], any kernel, Monte Carlo ELBO with Adam) (default: hermite for
+	// the rbf kernel, trig for the Matern kernels)
+	Basis string `protobuf:"bytes,1,opt,name=basis,proto3" json:"basis,omitempty"`
+	// features per input: the 1-D basis size M1, odd for trig (default 21); the model has
+	// M1^d features (tensor product) or d M1 (--additive)
+	Features int32 `protobuf:"varint,2,opt,name=features,proto3" json:"features,omitempty"`
+	// variational covariance S, diag (mean field; default) or dense (through a Cholesky
+	// factor)
+	Covariance string `protobuf:"bytes,3,opt,name=covariance,proto3" json:"covariance,omitempty"`
+	// minibatch rows per optimiser step, 0 for the full batch (default 0): each row is kept
+	// with probability N/n by a stream of the seed, the step and its shard (the same batches on
+	// any number of workers and after a resume); trained by Adam
+	BatchRows int32 `protobuf:"varint,4,opt,name=batch_rows,json=batchRows,proto3" json:"batch_rows,omitempty"`
+	// a sum of 1-D VOF models, one per input (additive kernel), instead of the tensor product
+	Additive bool `protobuf:"varint,5,opt,name=additive,proto3" json:"additive,omitempty"`
+	// trig: draw the frequency grids once and accumulate their statistics in one pass (a fixed
+	// quasi-Monte Carlo objective, O(T^2) per step independent of n) instead of fresh grids per
+	// step
+	FixedGrid bool `protobuf:"varint,6,opt,name=fixed_grid,json=fixedGrid,proto3" json:"fixed_grid,omitempty"`
+	// trig: frequencies per input in each of the two stratified grids, T1 (default 32)
+	Frequencies int32 `protobuf:"varint,7,opt,name=frequencies,proto3" json:"frequencies,omitempty"`
+	// Adam base learning rate (trig and minibatch hermite), decayed x0.1 at 50%, 70% and 90% of
+	// the steps (default 0.01)
+	LearningRate float64 `protobuf:"fixed64,8,opt,name=learning_rate,json=learningRate,proto3" json:"learning_rate,omitempty"`
+	// refuse more features than this (default 4096)
+	MaxFeatures   int32 `protobuf:"varint,9,opt,name=max_features,json=maxFeatures,proto3" json:"max_features,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VOFSettings) Reset() {
+	*x = VOFSettings{}
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VOFSettings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VOFSettings) ProtoMessage() {}
+
+func (x *VOFSettings) ProtoReflect() protoreflect.Message {
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VOFSettings.ProtoReflect.Descriptor instead.
+func (*VOFSettings) Descriptor() ([]byte, []int) {
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *VOFSettings) GetBasis() string {
+	if x != nil {
+		return x.Basis
+	}
+	return ""
+}
+
+func (x *VOFSettings) GetFeatures() int32 {
+	if x != nil {
+		return x.Features
+	}
+	return 0
+}
+
+func (x *VOFSettings) GetCovariance() string {
+	if x != nil {
+		return x.Covariance
+	}
+	return ""
+}
+
+func (x *VOFSettings) GetBatchRows() int32 {
+	if x != nil {
+		return x.BatchRows
+	}
+	return 0
+}
+
+func (x *VOFSettings) GetAdditive() bool {
+	if x != nil {
+		return x.Additive
+	}
+	return false
+}
+
+func (x *VOFSettings) GetFixedGrid() bool {
+	if x != nil {
+		return x.FixedGrid
+	}
+	return false
+}
+
+func (x *VOFSettings) GetFrequencies() int32 {
+	if x != nil {
+		return x.Frequencies
+	}
+	return 0
+}
+
+func (x *VOFSettings) GetLearningRate() float64 {
+	if x != nil {
+		return x.LearningRate
+	}
+	return 0
+}
+
+func (x *VOFSettings) GetMaxFeatures() int32 {
+	if x != nil {
+		return x.MaxFeatures
+	}
+	return 0
+}
+
 // AutoSettings are the budgets of the automatic method choice (method auto); the chosen
 // method takes those it has.
 type AutoSettings struct {
@@ -1012,7 +1156,7 @@ type AutoSettings struct {
 
 func (x *AutoSettings) Reset() {
 	*x = AutoSettings{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[7]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1024,7 +1168,7 @@ func (x *AutoSettings) String() string {
 func (*AutoSettings) ProtoMessage() {}
 
 func (x *AutoSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[7]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1037,7 +1181,7 @@ func (x *AutoSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutoSettings.ProtoReflect.Descriptor instead.
 func (*AutoSettings) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{7}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *AutoSettings) GetExactMaxRows() int32 {
@@ -1065,7 +1209,7 @@ type Hyperparameters struct {
 
 func (x *Hyperparameters) Reset() {
 	*x = Hyperparameters{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[8]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1077,7 +1221,7 @@ func (x *Hyperparameters) String() string {
 func (*Hyperparameters) ProtoMessage() {}
 
 func (x *Hyperparameters) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[8]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1090,7 +1234,7 @@ func (x *Hyperparameters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hyperparameters.ProtoReflect.Descriptor instead.
 func (*Hyperparameters) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{8}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Hyperparameters) GetLengthscales() []float64 {
@@ -1147,7 +1291,7 @@ type Job struct {
 
 func (x *Job) Reset() {
 	*x = Job{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[9]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1159,7 +1303,7 @@ func (x *Job) String() string {
 func (*Job) ProtoMessage() {}
 
 func (x *Job) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[9]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1172,7 +1316,7 @@ func (x *Job) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Job.ProtoReflect.Descriptor instead.
 func (*Job) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{9}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Job) GetId() string {
@@ -1313,7 +1457,7 @@ type JobMetrics struct {
 
 func (x *JobMetrics) Reset() {
 	*x = JobMetrics{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[10]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1325,7 +1469,7 @@ func (x *JobMetrics) String() string {
 func (*JobMetrics) ProtoMessage() {}
 
 func (x *JobMetrics) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[10]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1338,7 +1482,7 @@ func (x *JobMetrics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobMetrics.ProtoReflect.Descriptor instead.
 func (*JobMetrics) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{10}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *JobMetrics) GetHyperparameters() *Hyperparameters {
@@ -1408,7 +1552,7 @@ type MethodChoice struct {
 
 func (x *MethodChoice) Reset() {
 	*x = MethodChoice{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[11]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1420,7 +1564,7 @@ func (x *MethodChoice) String() string {
 func (*MethodChoice) ProtoMessage() {}
 
 func (x *MethodChoice) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[11]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1433,7 +1577,7 @@ func (x *MethodChoice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MethodChoice.ProtoReflect.Descriptor instead.
 func (*MethodChoice) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{11}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *MethodChoice) GetMethod() string {
@@ -1462,7 +1606,7 @@ type Warning struct {
 
 func (x *Warning) Reset() {
 	*x = Warning{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[12]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1474,7 +1618,7 @@ func (x *Warning) String() string {
 func (*Warning) ProtoMessage() {}
 
 func (x *Warning) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[12]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1487,7 +1631,7 @@ func (x *Warning) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Warning.ProtoReflect.Descriptor instead.
 func (*Warning) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{12}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Warning) GetCode() string {
@@ -1515,7 +1659,7 @@ type SubmitJobRequest struct {
 
 func (x *SubmitJobRequest) Reset() {
 	*x = SubmitJobRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[13]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1527,7 +1671,7 @@ func (x *SubmitJobRequest) String() string {
 func (*SubmitJobRequest) ProtoMessage() {}
 
 func (x *SubmitJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[13]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1540,7 +1684,7 @@ func (x *SubmitJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitJobRequest.ProtoReflect.Descriptor instead.
 func (*SubmitJobRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{13}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SubmitJobRequest) GetSpec() *JobSpec {
@@ -1566,7 +1710,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[14]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1578,7 +1722,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[14]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1591,7 +1735,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{14}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetJobRequest) GetId() string {
@@ -1609,7 +1753,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[15]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1621,7 +1765,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[15]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1634,7 +1778,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{15}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{16}
 }
 
 type ListJobsResponse struct {
@@ -1646,7 +1790,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[16]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1658,7 +1802,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[16]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1671,7 +1815,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{16}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListJobsResponse) GetJobs() []*Job {
@@ -1690,7 +1834,7 @@ type CancelJobRequest struct {
 
 func (x *CancelJobRequest) Reset() {
 	*x = CancelJobRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[17]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1702,7 +1846,7 @@ func (x *CancelJobRequest) String() string {
 func (*CancelJobRequest) ProtoMessage() {}
 
 func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[17]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1715,7 +1859,7 @@ func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobRequest.ProtoReflect.Descriptor instead.
 func (*CancelJobRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{17}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CancelJobRequest) GetId() string {
@@ -1734,7 +1878,7 @@ type DeleteJobRequest struct {
 
 func (x *DeleteJobRequest) Reset() {
 	*x = DeleteJobRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[18]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1746,7 +1890,7 @@ func (x *DeleteJobRequest) String() string {
 func (*DeleteJobRequest) ProtoMessage() {}
 
 func (x *DeleteJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[18]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1759,7 +1903,7 @@ func (x *DeleteJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobRequest.ProtoReflect.Descriptor instead.
 func (*DeleteJobRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{18}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DeleteJobRequest) GetIds() []string {
@@ -1777,7 +1921,7 @@ type DeleteJobResponse struct {
 
 func (x *DeleteJobResponse) Reset() {
 	*x = DeleteJobResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[19]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1789,7 +1933,7 @@ func (x *DeleteJobResponse) String() string {
 func (*DeleteJobResponse) ProtoMessage() {}
 
 func (x *DeleteJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[19]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1802,7 +1946,7 @@ func (x *DeleteJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobResponse.ProtoReflect.Descriptor instead.
 func (*DeleteJobResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{19}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{20}
 }
 
 type GetBlobRequest struct {
@@ -1814,7 +1958,7 @@ type GetBlobRequest struct {
 
 func (x *GetBlobRequest) Reset() {
 	*x = GetBlobRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[20]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1826,7 +1970,7 @@ func (x *GetBlobRequest) String() string {
 func (*GetBlobRequest) ProtoMessage() {}
 
 func (x *GetBlobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[20]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1839,7 +1983,7 @@ func (x *GetBlobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBlobRequest.ProtoReflect.Descriptor instead.
 func (*GetBlobRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{20}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetBlobRequest) GetSha256() string {
@@ -1857,7 +2001,7 @@ type ReadIndexRequest struct {
 
 func (x *ReadIndexRequest) Reset() {
 	*x = ReadIndexRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[21]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1869,7 +2013,7 @@ func (x *ReadIndexRequest) String() string {
 func (*ReadIndexRequest) ProtoMessage() {}
 
 func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[21]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1882,7 +2026,7 @@ func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexRequest.ProtoReflect.Descriptor instead.
 func (*ReadIndexRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{21}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{22}
 }
 
 type ReadIndexResponse struct {
@@ -1894,7 +2038,7 @@ type ReadIndexResponse struct {
 
 func (x *ReadIndexResponse) Reset() {
 	*x = ReadIndexResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[22]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1906,7 +2050,7 @@ func (x *ReadIndexResponse) String() string {
 func (*ReadIndexResponse) ProtoMessage() {}
 
 func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[22]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1919,7 +2063,7 @@ func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexResponse.ProtoReflect.Descriptor instead.
 func (*ReadIndexResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{22}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ReadIndexResponse) GetIndex() uint64 {
@@ -1938,7 +2082,7 @@ type WatchJobRequest struct {
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[23]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1950,7 +2094,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[23]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1963,7 +2107,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{23}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *WatchJobRequest) GetId() string {
@@ -1989,7 +2133,7 @@ type JobEvent struct {
 
 func (x *JobEvent) Reset() {
 	*x = JobEvent{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[24]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2001,7 +2145,7 @@ func (x *JobEvent) String() string {
 func (*JobEvent) ProtoMessage() {}
 
 func (x *JobEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[24]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2014,7 +2158,7 @@ func (x *JobEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobEvent.ProtoReflect.Descriptor instead.
 func (*JobEvent) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{24}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *JobEvent) GetJobId() string {
@@ -2085,7 +2229,7 @@ type PredictRequest struct {
 
 func (x *PredictRequest) Reset() {
 	*x = PredictRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[25]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2097,7 +2241,7 @@ func (x *PredictRequest) String() string {
 func (*PredictRequest) ProtoMessage() {}
 
 func (x *PredictRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[25]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2110,7 +2254,7 @@ func (x *PredictRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PredictRequest.ProtoReflect.Descriptor instead.
 func (*PredictRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{25}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PredictRequest) GetJobId() string {
@@ -2148,7 +2292,7 @@ type PredictResponse struct {
 
 func (x *PredictResponse) Reset() {
 	*x = PredictResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[26]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2160,7 +2304,7 @@ func (x *PredictResponse) String() string {
 func (*PredictResponse) ProtoMessage() {}
 
 func (x *PredictResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[26]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2173,7 +2317,7 @@ func (x *PredictResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PredictResponse.ProtoReflect.Descriptor instead.
 func (*PredictResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{26}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PredictResponse) GetMean() []float64 {
@@ -2213,7 +2357,7 @@ type GetModelRequest struct {
 
 func (x *GetModelRequest) Reset() {
 	*x = GetModelRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[27]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2225,7 +2369,7 @@ func (x *GetModelRequest) String() string {
 func (*GetModelRequest) ProtoMessage() {}
 
 func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[27]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2238,7 +2382,7 @@ func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelRequest.ProtoReflect.Descriptor instead.
 func (*GetModelRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{27}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetModelRequest) GetJobId() string {
@@ -2257,7 +2401,7 @@ type ModelChunk struct {
 
 func (x *ModelChunk) Reset() {
 	*x = ModelChunk{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[28]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2269,7 +2413,7 @@ func (x *ModelChunk) String() string {
 func (*ModelChunk) ProtoMessage() {}
 
 func (x *ModelChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[28]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2282,7 +2426,7 @@ func (x *ModelChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelChunk.ProtoReflect.Descriptor instead.
 func (*ModelChunk) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{28}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ModelChunk) GetData() []byte {
@@ -2305,7 +2449,7 @@ type RegisterWorkerRequest struct {
 
 func (x *RegisterWorkerRequest) Reset() {
 	*x = RegisterWorkerRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[29]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2317,7 +2461,7 @@ func (x *RegisterWorkerRequest) String() string {
 func (*RegisterWorkerRequest) ProtoMessage() {}
 
 func (x *RegisterWorkerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[29]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2330,7 +2474,7 @@ func (x *RegisterWorkerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterWorkerRequest.ProtoReflect.Descriptor instead.
 func (*RegisterWorkerRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{29}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RegisterWorkerRequest) GetAddress() string {
@@ -2364,7 +2508,7 @@ type RegisterWorkerResponse struct {
 
 func (x *RegisterWorkerResponse) Reset() {
 	*x = RegisterWorkerResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[30]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2376,7 +2520,7 @@ func (x *RegisterWorkerResponse) String() string {
 func (*RegisterWorkerResponse) ProtoMessage() {}
 
 func (x *RegisterWorkerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[30]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2389,7 +2533,7 @@ func (x *RegisterWorkerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterWorkerResponse.ProtoReflect.Descriptor instead.
 func (*RegisterWorkerResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{30}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RegisterWorkerResponse) GetWorkerId() string {
@@ -2415,7 +2559,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[31]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2427,7 +2571,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[31]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2440,7 +2584,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{31}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *HeartbeatRequest) GetWorkerId() string {
@@ -2458,7 +2602,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[32]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2470,7 +2614,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[32]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2483,7 +2627,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{32}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{33}
 }
 
 type JoinClusterRequest struct {
@@ -2497,7 +2641,7 @@ type JoinClusterRequest struct {
 
 func (x *JoinClusterRequest) Reset() {
 	*x = JoinClusterRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[33]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2509,7 +2653,7 @@ func (x *JoinClusterRequest) String() string {
 func (*JoinClusterRequest) ProtoMessage() {}
 
 func (x *JoinClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[33]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2522,7 +2666,7 @@ func (x *JoinClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinClusterRequest.ProtoReflect.Descriptor instead.
 func (*JoinClusterRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{33}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *JoinClusterRequest) GetId() string {
@@ -2554,7 +2698,7 @@ type JoinClusterResponse struct {
 
 func (x *JoinClusterResponse) Reset() {
 	*x = JoinClusterResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[34]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2566,7 +2710,7 @@ func (x *JoinClusterResponse) String() string {
 func (*JoinClusterResponse) ProtoMessage() {}
 
 func (x *JoinClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[34]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2579,7 +2723,7 @@ func (x *JoinClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinClusterResponse.ProtoReflect.Descriptor instead.
 func (*JoinClusterResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{34}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{35}
 }
 
 type RemoveMemberRequest struct {
@@ -2591,7 +2735,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[35]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2603,7 +2747,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[35]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2616,7 +2760,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{35}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RemoveMemberRequest) GetId() string {
@@ -2634,7 +2778,7 @@ type RemoveMemberResponse struct {
 
 func (x *RemoveMemberResponse) Reset() {
 	*x = RemoveMemberResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[36]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2646,7 +2790,7 @@ func (x *RemoveMemberResponse) String() string {
 func (*RemoveMemberResponse) ProtoMessage() {}
 
 func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[36]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2659,7 +2803,7 @@ func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{36}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{37}
 }
 
 type ListMembersRequest struct {
@@ -2670,7 +2814,7 @@ type ListMembersRequest struct {
 
 func (x *ListMembersRequest) Reset() {
 	*x = ListMembersRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[37]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2682,7 +2826,7 @@ func (x *ListMembersRequest) String() string {
 func (*ListMembersRequest) ProtoMessage() {}
 
 func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[37]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2695,7 +2839,7 @@ func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersRequest.ProtoReflect.Descriptor instead.
 func (*ListMembersRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{37}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{38}
 }
 
 type Member struct {
@@ -2710,7 +2854,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[38]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2722,7 +2866,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[38]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2735,7 +2879,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{38}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Member) GetId() string {
@@ -2775,7 +2919,7 @@ type ListMembersResponse struct {
 
 func (x *ListMembersResponse) Reset() {
 	*x = ListMembersResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[39]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2787,7 +2931,7 @@ func (x *ListMembersResponse) String() string {
 func (*ListMembersResponse) ProtoMessage() {}
 
 func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[39]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2800,7 +2944,7 @@ func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersResponse.ProtoReflect.Descriptor instead.
 func (*ListMembersResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{39}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListMembersResponse) GetMembers() []*Member {
@@ -2818,7 +2962,7 @@ type ListWorkersRequest struct {
 
 func (x *ListWorkersRequest) Reset() {
 	*x = ListWorkersRequest{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[40]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2830,7 +2974,7 @@ func (x *ListWorkersRequest) String() string {
 func (*ListWorkersRequest) ProtoMessage() {}
 
 func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[40]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2843,7 +2987,7 @@ func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{40}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{41}
 }
 
 type WorkerInfo struct {
@@ -2858,7 +3002,7 @@ type WorkerInfo struct {
 
 func (x *WorkerInfo) Reset() {
 	*x = WorkerInfo{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[41]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2870,7 +3014,7 @@ func (x *WorkerInfo) String() string {
 func (*WorkerInfo) ProtoMessage() {}
 
 func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[41]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2883,7 +3027,7 @@ func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerInfo.ProtoReflect.Descriptor instead.
 func (*WorkerInfo) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{41}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *WorkerInfo) GetId() string {
@@ -2923,7 +3067,7 @@ type ListWorkersResponse struct {
 
 func (x *ListWorkersResponse) Reset() {
 	*x = ListWorkersResponse{}
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[42]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2935,7 +3079,7 @@ func (x *ListWorkersResponse) String() string {
 func (*ListWorkersResponse) ProtoMessage() {}
 
 func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[42]
+	mi := &file_gpreduce_v1_coordinator_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2948,7 +3092,7 @@ func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{42}
+	return file_gpreduce_v1_coordinator_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListWorkersResponse) GetWorkers() []*WorkerInfo {
@@ -2962,8 +3106,7 @@ var File_gpreduce_v1_coordinator_proto protoreflect.FileDescriptor
 
 const file_gpreduce_v1_coordinator_proto_rawDesc = "" +
 	"\n" +
-	"\x1dgpreduce/v1/coordinator.proto\x12\vgpreduce.v1\x1a\x17gpreduce/v1/types.proto\"\xf6\n" +
-	"\n" +
+	"\x1dgpreduce/v1/coordinator.proto\x12\vgpreduce.v1\x1a\x17gpreduce/v1/types.proto\"\xa4\v\n" +
 	"\aJobSpec\x12\x16\n" +
 	"\x06method\x18\x01 \x01(\tR\x06method\x12\x16\n" +
 	"\x06kernel\x18\x02 \x01(\tR\x06kernel\x12\x12\n" +
@@ -2981,7 +3124,8 @@ const file_gpreduce_v1_coordinator_proto_rawDesc = "" +
 	"\x05grief\x18\" \x01(\v2\x1a.gpreduce.v1.GRIEFSettingsH\x00R\x05grief\x12)\n" +
 	"\x02cg\x18# \x01(\v2\x17.gpreduce.v1.CGSettingsH\x00R\x02cg\x12/\n" +
 	"\x04kmcg\x18$ \x01(\v2\x19.gpreduce.v1.KMCGSettingsH\x00R\x04kmcg\x12/\n" +
-	"\x04auto\x18% \x01(\v2\x19.gpreduce.v1.AutoSettingsH\x00R\x04auto\x12\x1e\n" +
+	"\x04auto\x18% \x01(\v2\x19.gpreduce.v1.AutoSettingsH\x00R\x04auto\x12,\n" +
+	"\x03vof\x18& \x01(\v2\x18.gpreduce.v1.VOFSettingsH\x00R\x03vof\x12\x1e\n" +
 	"\bfeatures\x18\b \x01(\x05B\x02\x18\x01R\bfeatures\x12&\n" +
 	"\rnodes_per_dim\x18\t \x03(\x05B\x02\x18\x01R\vnodesPerDim\x12\x19\n" +
 	"\x06gl_box\x18\n" +
@@ -3044,7 +3188,21 @@ const file_gpreduce_v1_coordinator_proto_rawDesc = "" +
 	"\rvariance_rank\x18\x04 \x01(\x05R\fvarianceRank\x12\x1d\n" +
 	"\n" +
 	"kmcg_noise\x18\x05 \x01(\tR\tkmcgNoise\x12$\n" +
-	"\x0eexact_max_rows\x18\x06 \x01(\x05R\fexactMaxRows\"W\n" +
+	"\x0eexact_max_rows\x18\x06 \x01(\x05R\fexactMaxRows\"\xa3\x02\n" +
+	"\vVOFSettings\x12\x14\n" +
+	"\x05basis\x18\x01 \x01(\tR\x05basis\x12\x1a\n" +
+	"\bfeatures\x18\x02 \x01(\x05R\bfeatures\x12\x1e\n" +
+	"\n" +
+	"covariance\x18\x03 \x01(\tR\n" +
+	"covariance\x12\x1d\n" +
+	"\n" +
+	"batch_rows\x18\x04 \x01(\x05R\tbatchRows\x12\x1a\n" +
+	"\badditive\x18\x05 \x01(\bR\badditive\x12\x1d\n" +
+	"\n" +
+	"fixed_grid\x18\x06 \x01(\bR\tfixedGrid\x12 \n" +
+	"\vfrequencies\x18\a \x01(\x05R\vfrequencies\x12#\n" +
+	"\rlearning_rate\x18\b \x01(\x01R\flearningRate\x12!\n" +
+	"\fmax_features\x18\t \x01(\x05R\vmaxFeatures\"W\n" +
 	"\fAutoSettings\x12$\n" +
 	"\x0eexact_max_rows\x18\x01 \x01(\x05R\fexactMaxRows\x12!\n" +
 	"\fmax_features\x18\x02 \x01(\x05R\vmaxFeatures\"\x85\x01\n" +
@@ -3209,7 +3367,7 @@ func file_gpreduce_v1_coordinator_proto_rawDescGZIP() []byte {
 }
 
 var file_gpreduce_v1_coordinator_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gpreduce_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_gpreduce_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_gpreduce_v1_coordinator_proto_goTypes = []any{
 	(JobState)(0),                  // 0: gpreduce.v1.JobState
 	(*JobSpec)(nil),                // 1: gpreduce.v1.JobSpec
@@ -3219,104 +3377,106 @@ var file_gpreduce_v1_coordinator_proto_goTypes = []any{
 	(*GRIEFSettings)(nil),          // 5: gpreduce.v1.GRIEFSettings
 	(*CGSettings)(nil),             // 6: gpreduce.v1.CGSettings
 	(*KMCGSettings)(nil),           // 7: gpreduce.v1.KMCGSettings
-	(*AutoSettings)(nil),           // 8: gpreduce.v1.AutoSettings
-	(*Hyperparameters)(nil),        // 9: gpreduce.v1.Hyperparameters
-	(*Job)(nil),                    // 10: gpreduce.v1.Job
-	(*JobMetrics)(nil),             // 11: gpreduce.v1.JobMetrics
-	(*MethodChoice)(nil),           // 12: gpreduce.v1.MethodChoice
-	(*Warning)(nil),                // 13: gpreduce.v1.Warning
-	(*SubmitJobRequest)(nil),       // 14: gpreduce.v1.SubmitJobRequest
-	(*GetJobRequest)(nil),          // 15: gpreduce.v1.GetJobRequest
-	(*ListJobsRequest)(nil),        // 16: gpreduce.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),       // 17: gpreduce.v1.ListJobsResponse
-	(*CancelJobRequest)(nil),       // 18: gpreduce.v1.CancelJobRequest
-	(*DeleteJobRequest)(nil),       // 19: gpreduce.v1.DeleteJobRequest
-	(*DeleteJobResponse)(nil),      // 20: gpreduce.v1.DeleteJobResponse
-	(*GetBlobRequest)(nil),         // 21: gpreduce.v1.GetBlobRequest
-	(*ReadIndexRequest)(nil),       // 22: gpreduce.v1.ReadIndexRequest
-	(*ReadIndexResponse)(nil),      // 23: gpreduce.v1.ReadIndexResponse
-	(*WatchJobRequest)(nil),        // 24: gpreduce.v1.WatchJobRequest
-	(*JobEvent)(nil),               // 25: gpreduce.v1.JobEvent
-	(*PredictRequest)(nil),         // 26: gpreduce.v1.PredictRequest
-	(*PredictResponse)(nil),        // 27: gpreduce.v1.PredictResponse
-	(*GetModelRequest)(nil),        // 28: gpreduce.v1.GetModelRequest
-	(*ModelChunk)(nil),             // 29: gpreduce.v1.ModelChunk
-	(*RegisterWorkerRequest)(nil),  // 30: gpreduce.v1.RegisterWorkerRequest
-	(*RegisterWorkerResponse)(nil), // 31: gpreduce.v1.RegisterWorkerResponse
-	(*HeartbeatRequest)(nil),       // 32: gpreduce.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),      // 33: gpreduce.v1.HeartbeatResponse
-	(*JoinClusterRequest)(nil),     // 34: gpreduce.v1.JoinClusterRequest
-	(*JoinClusterResponse)(nil),    // 35: gpreduce.v1.JoinClusterResponse
-	(*RemoveMemberRequest)(nil),    // 36: gpreduce.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),   // 37: gpreduce.v1.RemoveMemberResponse
-	(*ListMembersRequest)(nil),     // 38: gpreduce.v1.ListMembersRequest
-	(*Member)(nil),                 // 39: gpreduce.v1.Member
-	(*ListMembersResponse)(nil),    // 40: gpreduce.v1.ListMembersResponse
-	(*ListWorkersRequest)(nil),     // 41: gpreduce.v1.ListWorkersRequest
-	(*WorkerInfo)(nil),             // 42: gpreduce.v1.WorkerInfo
-	(*ListWorkersResponse)(nil),    // 43: gpreduce.v1.ListWorkersResponse
-	(*DataSource)(nil),             // 44: gpreduce.v1.DataSource
+	(*VOFSettings)(nil),            // 8: gpreduce.v1.VOFSettings
+	(*AutoSettings)(nil),           // 9: gpreduce.v1.AutoSettings
+	(*Hyperparameters)(nil),        // 10: gpreduce.v1.Hyperparameters
+	(*Job)(nil),                    // 11: gpreduce.v1.Job
+	(*JobMetrics)(nil),             // 12: gpreduce.v1.JobMetrics
+	(*MethodChoice)(nil),           // 13: gpreduce.v1.MethodChoice
+	(*Warning)(nil),                // 14: gpreduce.v1.Warning
+	(*SubmitJobRequest)(nil),       // 15: gpreduce.v1.SubmitJobRequest
+	(*GetJobRequest)(nil),          // 16: gpreduce.v1.GetJobRequest
+	(*ListJobsRequest)(nil),        // 17: gpreduce.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),       // 18: gpreduce.v1.ListJobsResponse
+	(*CancelJobRequest)(nil),       // 19: gpreduce.v1.CancelJobRequest
+	(*DeleteJobRequest)(nil),       // 20: gpreduce.v1.DeleteJobRequest
+	(*DeleteJobResponse)(nil),      // 21: gpreduce.v1.DeleteJobResponse
+	(*GetBlobRequest)(nil),         // 22: gpreduce.v1.GetBlobRequest
+	(*ReadIndexRequest)(nil),       // 23: gpreduce.v1.ReadIndexRequest
+	(*ReadIndexResponse)(nil),      // 24: gpreduce.v1.ReadIndexResponse
+	(*WatchJobRequest)(nil),        // 25: gpreduce.v1.WatchJobRequest
+	(*JobEvent)(nil),               // 26: gpreduce.v1.JobEvent
+	(*PredictRequest)(nil),         // 27: gpreduce.v1.PredictRequest
+	(*PredictResponse)(nil),        // 28: gpreduce.v1.PredictResponse
+	(*GetModelRequest)(nil),        // 29: gpreduce.v1.GetModelRequest
+	(*ModelChunk)(nil),             // 30: gpreduce.v1.ModelChunk
+	(*RegisterWorkerRequest)(nil),  // 31: gpreduce.v1.RegisterWorkerRequest
+	(*RegisterWorkerResponse)(nil), // 32: gpreduce.v1.RegisterWorkerResponse
+	(*HeartbeatRequest)(nil),       // 33: gpreduce.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),      // 34: gpreduce.v1.HeartbeatResponse
+	(*JoinClusterRequest)(nil),     // 35: gpreduce.v1.JoinClusterRequest
+	(*JoinClusterResponse)(nil),    // 36: gpreduce.v1.JoinClusterResponse
+	(*RemoveMemberRequest)(nil),    // 37: gpreduce.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),   // 38: gpreduce.v1.RemoveMemberResponse
+	(*ListMembersRequest)(nil),     // 39: gpreduce.v1.ListMembersRequest
+	(*Member)(nil),                 // 40: gpreduce.v1.Member
+	(*ListMembersResponse)(nil),    // 41: gpreduce.v1.ListMembersResponse
+	(*ListWorkersRequest)(nil),     // 42: gpreduce.v1.ListWorkersRequest
+	(*WorkerInfo)(nil),             // 43: gpreduce.v1.WorkerInfo
+	(*ListWorkersResponse)(nil),    // 44: gpreduce.v1.ListWorkersResponse
+	(*DataSource)(nil),             // 45: gpreduce.v1.DataSource
 }
 var file_gpreduce_v1_coordinator_proto_depIdxs = []int32{
-	44, // 0: gpreduce.v1.JobSpec.data:type_name -> gpreduce.v1.DataSource
+	45, // 0: gpreduce.v1.JobSpec.data:type_name -> gpreduce.v1.DataSource
 	2,  // 1: gpreduce.v1.JobSpec.gl:type_name -> gpreduce.v1.GLSettings
 	3,  // 2: gpreduce.v1.JobSpec.rff:type_name -> gpreduce.v1.RFFSettings
 	4,  // 3: gpreduce.v1.JobSpec.exact:type_name -> gpreduce.v1.ExactSettings
 	5,  // 4: gpreduce.v1.JobSpec.grief:type_name -> gpreduce.v1.GRIEFSettings
 	6,  // 5: gpreduce.v1.JobSpec.cg:type_name -> gpreduce.v1.CGSettings
 	7,  // 6: gpreduce.v1.JobSpec.kmcg:type_name -> gpreduce.v1.KMCGSettings
-	8,  // 7: gpreduce.v1.JobSpec.auto:type_name -> gpreduce.v1.AutoSettings
-	1,  // 8: gpreduce.v1.Job.spec:type_name -> gpreduce.v1.JobSpec
-	0,  // 9: gpreduce.v1.Job.state:type_name -> gpreduce.v1.JobState
-	9,  // 10: gpreduce.v1.Job.hyperparameters:type_name -> gpreduce.v1.Hyperparameters
-	12, // 11: gpreduce.v1.Job.method_choice:type_name -> gpreduce.v1.MethodChoice
-	13, // 12: gpreduce.v1.Job.warnings:type_name -> gpreduce.v1.Warning
-	11, // 13: gpreduce.v1.Job.metrics:type_name -> gpreduce.v1.JobMetrics
-	9,  // 14: gpreduce.v1.JobMetrics.hyperparameters:type_name -> gpreduce.v1.Hyperparameters
-	12, // 15: gpreduce.v1.JobMetrics.method_choice:type_name -> gpreduce.v1.MethodChoice
-	13, // 16: gpreduce.v1.JobMetrics.warnings:type_name -> gpreduce.v1.Warning
-	1,  // 17: gpreduce.v1.SubmitJobRequest.spec:type_name -> gpreduce.v1.JobSpec
-	10, // 18: gpreduce.v1.ListJobsResponse.jobs:type_name -> gpreduce.v1.Job
-	0,  // 19: gpreduce.v1.JobEvent.state:type_name -> gpreduce.v1.JobState
-	39, // 20: gpreduce.v1.ListMembersResponse.members:type_name -> gpreduce.v1.Member
-	42, // 21: gpreduce.v1.ListWorkersResponse.workers:type_name -> gpreduce.v1.WorkerInfo
-	14, // 22: gpreduce.v1.Coordinator.SubmitJob:input_type -> gpreduce.v1.SubmitJobRequest
-	15, // 23: gpreduce.v1.Coordinator.GetJob:input_type -> gpreduce.v1.GetJobRequest
-	16, // 24: gpreduce.v1.Coordinator.ListJobs:input_type -> gpreduce.v1.ListJobsRequest
-	18, // 25: gpreduce.v1.Coordinator.CancelJob:input_type -> gpreduce.v1.CancelJobRequest
-	19, // 26: gpreduce.v1.Coordinator.DeleteJob:input_type -> gpreduce.v1.DeleteJobRequest
-	24, // 27: gpreduce.v1.Coordinator.WatchJob:input_type -> gpreduce.v1.WatchJobRequest
-	26, // 28: gpreduce.v1.Coordinator.Predict:input_type -> gpreduce.v1.PredictRequest
-	28, // 29: gpreduce.v1.Coordinator.GetModel:input_type -> gpreduce.v1.GetModelRequest
-	30, // 30: gpreduce.v1.Coordinator.RegisterWorker:input_type -> gpreduce.v1.RegisterWorkerRequest
-	32, // 31: gpreduce.v1.Coordinator.Heartbeat:input_type -> gpreduce.v1.HeartbeatRequest
-	34, // 32: gpreduce.v1.Coordinator.JoinCluster:input_type -> gpreduce.v1.JoinClusterRequest
-	36, // 33: gpreduce.v1.Coordinator.RemoveMember:input_type -> gpreduce.v1.RemoveMemberRequest
-	38, // 34: gpreduce.v1.Coordinator.ListMembers:input_type -> gpreduce.v1.ListMembersRequest
-	41, // 35: gpreduce.v1.Coordinator.ListWorkers:input_type -> gpreduce.v1.ListWorkersRequest
-	22, // 36: gpreduce.v1.Coordinator.ReadIndex:input_type -> gpreduce.v1.ReadIndexRequest
-	21, // 37: gpreduce.v1.Coordinator.GetBlob:input_type -> gpreduce.v1.GetBlobRequest
-	10, // 38: gpreduce.v1.Coordinator.SubmitJob:output_type -> gpreduce.v1.Job
-	10, // 39: gpreduce.v1.Coordinator.GetJob:output_type -> gpreduce.v1.Job
-	17, // 40: gpreduce.v1.Coordinator.ListJobs:output_type -> gpreduce.v1.ListJobsResponse
-	10, // 41: gpreduce.v1.Coordinator.CancelJob:output_type -> gpreduce.v1.Job
-	20, // 42: gpreduce.v1.Coordinator.DeleteJob:output_type -> gpreduce.v1.DeleteJobResponse
-	25, // 43: gpreduce.v1.Coordinator.WatchJob:output_type -> gpreduce.v1.JobEvent
-	27, // 44: gpreduce.v1.Coordinator.Predict:output_type -> gpreduce.v1.PredictResponse
-	29, // 45: gpreduce.v1.Coordinator.GetModel:output_type -> gpreduce.v1.ModelChunk
-	31, // 46: gpreduce.v1.Coordinator.RegisterWorker:output_type -> gpreduce.v1.RegisterWorkerResponse
-	33, // 47: gpreduce.v1.Coordinator.Heartbeat:output_type -> gpreduce.v1.HeartbeatResponse
-	35, // 48: gpreduce.v1.Coordinator.JoinCluster:output_type -> gpreduce.v1.JoinClusterResponse
-	37, // 49: gpreduce.v1.Coordinator.RemoveMember:output_type -> gpreduce.v1.RemoveMemberResponse
-	40, // 50: gpreduce.v1.Coordinator.ListMembers:output_type -> gpreduce.v1.ListMembersResponse
-	43, // 51: gpreduce.v1.Coordinator.ListWorkers:output_type -> gpreduce.v1.ListWorkersResponse
-	23, // 52: gpreduce.v1.Coordinator.ReadIndex:output_type -> gpreduce.v1.ReadIndexResponse
-	29, // 53: gpreduce.v1.Coordinator.GetBlob:output_type -> gpreduce.v1.ModelChunk
-	38, // [38:54] is the sub-list for method output_type
-	22, // [22:38] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	9,  // 7: gpreduce.v1.JobSpec.auto:type_name -> gpreduce.v1.AutoSettings
+	8,  // 8: gpreduce.v1.JobSpec.vof:type_name -> gpreduce.v1.VOFSettings
+	1,  // 9: gpreduce.v1.Job.spec:type_name -> gpreduce.v1.JobSpec
+	0,  // 10: gpreduce.v1.Job.state:type_name -> gpreduce.v1.JobState
+	10, // 11: gpreduce.v1.Job.hyperparameters:type_name -> gpreduce.v1.Hyperparameters
+	13, // 12: gpreduce.v1.Job.method_choice:type_name -> gpreduce.v1.MethodChoice
+	14, // 13: gpreduce.v1.Job.warnings:type_name -> gpreduce.v1.Warning
+	12, // 14: gpreduce.v1.Job.metrics:type_name -> gpreduce.v1.JobMetrics
+	10, // 15: gpreduce.v1.JobMetrics.hyperparameters:type_name -> gpreduce.v1.Hyperparameters
+	13, // 16: gpreduce.v1.JobMetrics.method_choice:type_name -> gpreduce.v1.MethodChoice
+	14, // 17: gpreduce.v1.JobMetrics.warnings:type_name -> gpreduce.v1.Warning
+	1,  // 18: gpreduce.v1.SubmitJobRequest.spec:type_name -> gpreduce.v1.JobSpec
+	11, // 19: gpreduce.v1.ListJobsResponse.jobs:type_name -> gpreduce.v1.Job
+	0,  // 20: gpreduce.v1.JobEvent.state:type_name -> gpreduce.v1.JobState
+	40, // 21: gpreduce.v1.ListMembersResponse.members:type_name -> gpreduce.v1.Member
+	43, // 22: gpreduce.v1.ListWorkersResponse.workers:type_name -> gpreduce.v1.WorkerInfo
+	15, // 23: gpreduce.v1.Coordinator.SubmitJob:input_type -> gpreduce.v1.SubmitJobRequest
+	16, // 24: gpreduce.v1.Coordinator.GetJob:input_type -> gpreduce.v1.GetJobRequest
+	17, // 25: gpreduce.v1.Coordinator.ListJobs:input_type -> gpreduce.v1.ListJobsRequest
+	19, // 26: gpreduce.v1.Coordinator.CancelJob:input_type -> gpreduce.v1.CancelJobRequest
+	20, // 27: gpreduce.v1.Coordinator.DeleteJob:input_type -> gpreduce.v1.DeleteJobRequest
+	25, // 28: gpreduce.v1.Coordinator.WatchJob:input_type -> gpreduce.v1.WatchJobRequest
+	27, // 29: gpreduce.v1.Coordinator.Predict:input_type -> gpreduce.v1.PredictRequest
+	29, // 30: gpreduce.v1.Coordinator.GetModel:input_type -> gpreduce.v1.GetModelRequest
+	31, // 31: gpreduce.v1.Coordinator.RegisterWorker:input_type -> gpreduce.v1.RegisterWorkerRequest
+	33, // 32: gpreduce.v1.Coordinator.Heartbeat:input_type -> gpreduce.v1.HeartbeatRequest
+	35, // 33: gpreduce.v1.Coordinator.JoinCluster:input_type -> gpreduce.v1.JoinClusterRequest
+	37, // 34: gpreduce.v1.Coordinator.RemoveMember:input_type -> gpreduce.v1.RemoveMemberRequest
+	39, // 35: gpreduce.v1.Coordinator.ListMembers:input_type -> gpreduce.v1.ListMembersRequest
+	42, // 36: gpreduce.v1.Coordinator.ListWorkers:input_type -> gpreduce.v1.ListWorkersRequest
+	23, // 37: gpreduce.v1.Coordinator.ReadIndex:input_type -> gpreduce.v1.ReadIndexRequest
+	22, // 38: gpreduce.v1.Coordinator.GetBlob:input_type -> gpreduce.v1.GetBlobRequest
+	11, // 39: gpreduce.v1.Coordinator.SubmitJob:output_type -> gpreduce.v1.Job
+	11, // 40: gpreduce.v1.Coordinator.GetJob:output_type -> gpreduce.v1.Job
+	18, // 41: gpreduce.v1.Coordinator.ListJobs:output_type -> gpreduce.v1.ListJobsResponse
+	11, // 42: gpreduce.v1.Coordinator.CancelJob:output_type -> gpreduce.v1.Job
+	21, // 43: gpreduce.v1.Coordinator.DeleteJob:output_type -> gpreduce.v1.DeleteJobResponse
+	26, // 44: gpreduce.v1.Coordinator.WatchJob:output_type -> gpreduce.v1.JobEvent
+	28, // 45: gpreduce.v1.Coordinator.Predict:output_type -> gpreduce.v1.PredictResponse
+	30, // 46: gpreduce.v1.Coordinator.GetModel:output_type -> gpreduce.v1.ModelChunk
+	32, // 47: gpreduce.v1.Coordinator.RegisterWorker:output_type -> gpreduce.v1.RegisterWorkerResponse
+	34, // 48: gpreduce.v1.Coordinator.Heartbeat:output_type -> gpreduce.v1.HeartbeatResponse
+	36, // 49: gpreduce.v1.Coordinator.JoinCluster:output_type -> gpreduce.v1.JoinClusterResponse
+	38, // 50: gpreduce.v1.Coordinator.RemoveMember:output_type -> gpreduce.v1.RemoveMemberResponse
+	41, // 51: gpreduce.v1.Coordinator.ListMembers:output_type -> gpreduce.v1.ListMembersResponse
+	44, // 52: gpreduce.v1.Coordinator.ListWorkers:output_type -> gpreduce.v1.ListWorkersResponse
+	24, // 53: gpreduce.v1.Coordinator.ReadIndex:output_type -> gpreduce.v1.ReadIndexResponse
+	30, // 54: gpreduce.v1.Coordinator.GetBlob:output_type -> gpreduce.v1.ModelChunk
+	39, // [39:55] is the sub-list for method output_type
+	23, // [23:39] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_gpreduce_v1_coordinator_proto_init() }
@@ -3333,6 +3493,7 @@ func file_gpreduce_v1_coordinator_proto_init() {
 		(*JobSpec_Cg)(nil),
 		(*JobSpec_Kmcg)(nil),
 		(*JobSpec_Auto)(nil),
+		(*JobSpec_Vof)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3340,7 +3501,7 @@ func file_gpreduce_v1_coordinator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gpreduce_v1_coordinator_proto_rawDesc), len(file_gpreduce_v1_coordinator_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   43,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1006,6 +1006,380 @@ func (x *KernelTask) GetIdx() []int32 {
 	return nil
 }
 
+// VOFModel is the shape of a VOF model (internal/vof.Model): basis (hermite or trig), kernel
+// family, input dimension, 1-D features per input, layout, covariance form and budget.
+type VOFModel struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Basis         string                 `protobuf:"bytes,1,opt,name=basis,proto3" json:"basis,omitempty"`
+	Kernel        string                 `protobuf:"bytes,2,opt,name=kernel,proto3" json:"kernel,omitempty"`
+	D             int32                  `protobuf:"varint,3,opt,name=d,proto3" json:"d,omitempty"`
+	M1            int32                  `protobuf:"varint,4,opt,name=m1,proto3" json:"m1,omitempty"`
+	Additive      bool                   `protobuf:"varint,5,opt,name=additive,proto3" json:"additive,omitempty"`
+	Dense         bool                   `protobuf:"varint,6,opt,name=dense,proto3" json:"dense,omitempty"`
+	MaxFeatures   int32                  `protobuf:"varint,7,opt,name=max_features,json=maxFeatures,proto3" json:"max_features,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VOFModel) Reset() {
+	*x = VOFModel{}
+	mi := &file_gpreduce_v1_types_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VOFModel) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VOFModel) ProtoMessage() {}
+
+func (x *VOFModel) ProtoReflect() protoreflect.Message {
+	mi := &file_gpreduce_v1_types_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VOFModel.ProtoReflect.Descriptor instead.
+func (*VOFModel) Descriptor() ([]byte, []int) {
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *VOFModel) GetBasis() string {
+	if x != nil {
+		return x.Basis
+	}
+	return ""
+}
+
+func (x *VOFModel) GetKernel() string {
+	if x != nil {
+		return x.Kernel
+	}
+	return ""
+}
+
+func (x *VOFModel) GetD() int32 {
+	if x != nil {
+		return x.D
+	}
+	return 0
+}
+
+func (x *VOFModel) GetM1() int32 {
+	if x != nil {
+		return x.M1
+	}
+	return 0
+}
+
+func (x *VOFModel) GetAdditive() bool {
+	if x != nil {
+		return x.Additive
+	}
+	return false
+}
+
+func (x *VOFModel) GetDense() bool {
+	if x != nil {
+		return x.Dense
+	}
+	return false
+}
+
+func (x *VOFModel) GetMaxFeatures() int32 {
+	if x != nil {
+		return x.MaxFeatures
+	}
+	return 0
+}
+
+// VOFKufTask is the map step of VOF with a computed Kuf (Hermite in closed form, TrigVOF by
+// Gauss-Legendre quadrature): the sufficient statistics (VOFKufStats) of the shard's
+// standardized rows at the hyperparameters (lengthscales, kernel variances and feature
+// parameters; noise and q do not enter), optionally with their derivatives. xmax bounds |x| of
+// the standardized inputs (it sizes the TrigVOF quadrature). batch (when its rate is in
+// (0, 1)) keeps a seeded share of the rows.
+type VOFKufTask struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Model         *VOFModel              `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	Transform     *Transform             `protobuf:"bytes,2,opt,name=transform,proto3" json:"transform,omitempty"`
+	Lengthscales  []float64              `protobuf:"fixed64,3,rep,packed,name=lengthscales,proto3" json:"lengthscales,omitempty"`
+	Variances     []float64              `protobuf:"fixed64,4,rep,packed,name=variances,proto3" json:"variances,omitempty"`
+	Feature       []float64              `protobuf:"fixed64,5,rep,packed,name=feature,proto3" json:"feature,omitempty"`
+	Grad          bool                   `protobuf:"varint,6,opt,name=grad,proto3" json:"grad,omitempty"`
+	Batch         *VOFBatch              `protobuf:"bytes,7,opt,name=batch,proto3" json:"batch,omitempty"`
+	Xmax          float64                `protobuf:"fixed64,8,opt,name=xmax,proto3" json:"xmax,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VOFKufTask) Reset() {
+	*x = VOFKufTask{}
+	mi := &file_gpreduce_v1_types_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VOFKufTask) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VOFKufTask) ProtoMessage() {}
+
+func (x *VOFKufTask) ProtoReflect() protoreflect.Message {
+	mi := &file_gpreduce_v1_types_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VOFKufTask.ProtoReflect.Descriptor instead.
+func (*VOFKufTask) Descriptor() ([]byte, []int) {
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *VOFKufTask) GetModel() *VOFModel {
+	if x != nil {
+		return x.Model
+	}
+	return nil
+}
+
+func (x *VOFKufTask) GetTransform() *Transform {
+	if x != nil {
+		return x.Transform
+	}
+	return nil
+}
+
+func (x *VOFKufTask) GetLengthscales() []float64 {
+	if x != nil {
+		return x.Lengthscales
+	}
+	return nil
+}
+
+func (x *VOFKufTask) GetVariances() []float64 {
+	if x != nil {
+		return x.Variances
+	}
+	return nil
+}
+
+func (x *VOFKufTask) GetFeature() []float64 {
+	if x != nil {
+		return x.Feature
+	}
+	return nil
+}
+
+func (x *VOFKufTask) GetGrad() bool {
+	if x != nil {
+		return x.Grad
+	}
+	return false
+}
+
+func (x *VOFKufTask) GetBatch() *VOFBatch {
+	if x != nil {
+		return x.Batch
+	}
+	return nil
+}
+
+func (x *VOFKufTask) GetXmax() float64 {
+	if x != nil {
+		return x.Xmax
+	}
+	return 0
+}
+
+// VOFBatch selects the minibatch of one optimiser step: row i of shard s is kept when the
+// i-th draw of the PCG stream (seed, step << 32 | s) is below rate, so the batch depends only
+// on the job's seed, the step and the shard layout, never on the workers.
+type VOFBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rate          float64                `protobuf:"fixed64,1,opt,name=rate,proto3" json:"rate,omitempty"`
+	Seed          uint64                 `protobuf:"varint,2,opt,name=seed,proto3" json:"seed,omitempty"`
+	Step          uint64                 `protobuf:"varint,3,opt,name=step,proto3" json:"step,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VOFBatch) Reset() {
+	*x = VOFBatch{}
+	mi := &file_gpreduce_v1_types_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VOFBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VOFBatch) ProtoMessage() {}
+
+func (x *VOFBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_gpreduce_v1_types_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VOFBatch.ProtoReflect.Descriptor instead.
+func (*VOFBatch) Descriptor() ([]byte, []int) {
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *VOFBatch) GetRate() float64 {
+	if x != nil {
+		return x.Rate
+	}
+	return 0
+}
+
+func (x *VOFBatch) GetSeed() uint64 {
+	if x != nil {
+		return x.Seed
+	}
+	return 0
+}
+
+func (x *VOFBatch) GetStep() uint64 {
+	if x != nil {
+		return x.Step
+	}
+	return 0
+}
+
+// VOFTrigTask is the map step of TrigVOF: the statistics (VOFTrigStats) of the shard's
+// standardized rows on the two frequency grids (u1, u2: T x d unit coordinates, t1 per input)
+// at feature parameters a, with the moments for the gradient in a when feature_grad.
+type VOFTrigTask struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	D             int32                  `protobuf:"varint,1,opt,name=d,proto3" json:"d,omitempty"`
+	T1            int32                  `protobuf:"varint,2,opt,name=t1,proto3" json:"t1,omitempty"`
+	Additive      bool                   `protobuf:"varint,3,opt,name=additive,proto3" json:"additive,omitempty"`
+	U1            []float64              `protobuf:"fixed64,4,rep,packed,name=u1,proto3" json:"u1,omitempty"`
+	U2            []float64              `protobuf:"fixed64,5,rep,packed,name=u2,proto3" json:"u2,omitempty"`
+	A             []float64              `protobuf:"fixed64,6,rep,packed,name=a,proto3" json:"a,omitempty"`
+	Transform     *Transform             `protobuf:"bytes,7,opt,name=transform,proto3" json:"transform,omitempty"`
+	FeatureGrad   bool                   `protobuf:"varint,8,opt,name=feature_grad,json=featureGrad,proto3" json:"feature_grad,omitempty"`
+	Batch         *VOFBatch              `protobuf:"bytes,9,opt,name=batch,proto3" json:"batch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VOFTrigTask) Reset() {
+	*x = VOFTrigTask{}
+	mi := &file_gpreduce_v1_types_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VOFTrigTask) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VOFTrigTask) ProtoMessage() {}
+
+func (x *VOFTrigTask) ProtoReflect() protoreflect.Message {
+	mi := &file_gpreduce_v1_types_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VOFTrigTask.ProtoReflect.Descriptor instead.
+func (*VOFTrigTask) Descriptor() ([]byte, []int) {
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *VOFTrigTask) GetD() int32 {
+	if x != nil {
+		return x.D
+	}
+	return 0
+}
+
+func (x *VOFTrigTask) GetT1() int32 {
+	if x != nil {
+		return x.T1
+	}
+	return 0
+}
+
+func (x *VOFTrigTask) GetAdditive() bool {
+	if x != nil {
+		return x.Additive
+	}
+	return false
+}
+
+func (x *VOFTrigTask) GetU1() []float64 {
+	if x != nil {
+		return x.U1
+	}
+	return nil
+}
+
+func (x *VOFTrigTask) GetU2() []float64 {
+	if x != nil {
+		return x.U2
+	}
+	return nil
+}
+
+func (x *VOFTrigTask) GetA() []float64 {
+	if x != nil {
+		return x.A
+	}
+	return nil
+}
+
+func (x *VOFTrigTask) GetTransform() *Transform {
+	if x != nil {
+		return x.Transform
+	}
+	return nil
+}
+
+func (x *VOFTrigTask) GetFeatureGrad() bool {
+	if x != nil {
+		return x.FeatureGrad
+	}
+	return false
+}
+
+func (x *VOFTrigTask) GetBatch() *VOFBatch {
+	if x != nil {
+		return x.Batch
+	}
+	return nil
+}
+
 // MissingBlob is the detail of the FAILED_PRECONDITION status a worker answers a task that
 // names a broadcast blob (KernelOp.x_sha256) by hash alone when it does not hold that blob
 // (it restarted, or evicted it): sha256 is the blob's hash. The coordinator then sends the
@@ -1019,7 +1393,7 @@ type MissingBlob struct {
 
 func (x *MissingBlob) Reset() {
 	*x = MissingBlob{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[14]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1031,7 +1405,7 @@ func (x *MissingBlob) String() string {
 func (*MissingBlob) ProtoMessage() {}
 
 func (x *MissingBlob) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[14]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1044,7 +1418,7 @@ func (x *MissingBlob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MissingBlob.ProtoReflect.Descriptor instead.
 func (*MissingBlob) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{14}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *MissingBlob) GetSha256() []byte {
@@ -1066,6 +1440,8 @@ type Task struct {
 	//	*Task_Distinct
 	//	*Task_Sample
 	//	*Task_Kernel
+	//	*Task_VofKuf
+	//	*Task_VofTrig
 	Kind          isTask_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1073,7 +1449,7 @@ type Task struct {
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[15]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1085,7 +1461,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[15]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1098,7 +1474,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{15}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Task) GetKind() isTask_Kind {
@@ -1171,6 +1547,24 @@ func (x *Task) GetKernel() *KernelTask {
 	return nil
 }
 
+func (x *Task) GetVofKuf() *VOFKufTask {
+	if x != nil {
+		if x, ok := x.Kind.(*Task_VofKuf); ok {
+			return x.VofKuf
+		}
+	}
+	return nil
+}
+
+func (x *Task) GetVofTrig() *VOFTrigTask {
+	if x != nil {
+		if x, ok := x.Kind.(*Task_VofTrig); ok {
+			return x.VofTrig
+		}
+	}
+	return nil
+}
+
 type isTask_Kind interface {
 	isTask_Kind()
 }
@@ -1203,6 +1597,14 @@ type Task_Kernel struct {
 	Kernel *KernelTask `protobuf:"bytes,7,opt,name=kernel,proto3,oneof"`
 }
 
+type Task_VofKuf struct {
+	VofKuf *VOFKufTask `protobuf:"bytes,8,opt,name=vof_kuf,json=vofKuf,proto3,oneof"`
+}
+
+type Task_VofTrig struct {
+	VofTrig *VOFTrigTask `protobuf:"bytes,9,opt,name=vof_trig,json=vofTrig,proto3,oneof"`
+}
+
 func (*Task_Moments) isTask_Kind() {}
 
 func (*Task_Gram) isTask_Kind() {}
@@ -1217,6 +1619,10 @@ func (*Task_Sample) isTask_Kind() {}
 
 func (*Task_Kernel) isTask_Kind() {}
 
+func (*Task_VofKuf) isTask_Kind() {}
+
+func (*Task_VofTrig) isTask_Kind() {}
+
 type Gram struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	S             int32                  `protobuf:"varint,1,opt,name=s,proto3" json:"s,omitempty"`
@@ -1230,7 +1636,7 @@ type Gram struct {
 
 func (x *Gram) Reset() {
 	*x = Gram{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[16]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1242,7 +1648,7 @@ func (x *Gram) String() string {
 func (*Gram) ProtoMessage() {}
 
 func (x *Gram) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[16]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1255,7 +1661,7 @@ func (x *Gram) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gram.ProtoReflect.Descriptor instead.
 func (*Gram) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{16}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Gram) GetS() int32 {
@@ -1306,7 +1712,7 @@ type Moments struct {
 
 func (x *Moments) Reset() {
 	*x = Moments{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[17]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1318,7 +1724,7 @@ func (x *Moments) String() string {
 func (*Moments) ProtoMessage() {}
 
 func (x *Moments) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[17]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1331,7 +1737,7 @@ func (x *Moments) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Moments.ProtoReflect.Descriptor instead.
 func (*Moments) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{17}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Moments) GetN() int64 {
@@ -1378,7 +1784,7 @@ type Vector struct {
 
 func (x *Vector) Reset() {
 	*x = Vector{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[18]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1390,7 +1796,7 @@ func (x *Vector) String() string {
 func (*Vector) ProtoMessage() {}
 
 func (x *Vector) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[18]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1403,7 +1809,7 @@ func (x *Vector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Vector.ProtoReflect.Descriptor instead.
 func (*Vector) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{18}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Vector) GetValues() []float64 {
@@ -1423,7 +1829,7 @@ type Sum struct {
 
 func (x *Sum) Reset() {
 	*x = Sum{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[19]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1435,7 +1841,7 @@ func (x *Sum) String() string {
 func (*Sum) ProtoMessage() {}
 
 func (x *Sum) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[19]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1448,7 +1854,7 @@ func (x *Sum) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sum.ProtoReflect.Descriptor instead.
 func (*Sum) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{19}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Sum) GetParts() []*Vector {
@@ -1476,7 +1882,7 @@ type Rows struct {
 
 func (x *Rows) Reset() {
 	*x = Rows{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[20]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1488,7 +1894,7 @@ func (x *Rows) String() string {
 func (*Rows) ProtoMessage() {}
 
 func (x *Rows) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[20]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1501,7 +1907,7 @@ func (x *Rows) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rows.ProtoReflect.Descriptor instead.
 func (*Rows) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{20}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Rows) GetD() int32 {
@@ -1537,7 +1943,7 @@ type Distinct struct {
 
 func (x *Distinct) Reset() {
 	*x = Distinct{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[21]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1549,7 +1955,7 @@ func (x *Distinct) String() string {
 func (*Distinct) ProtoMessage() {}
 
 func (x *Distinct) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[21]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1562,7 +1968,7 @@ func (x *Distinct) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Distinct.ProtoReflect.Descriptor instead.
 func (*Distinct) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{21}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Distinct) GetCap() int32 {
@@ -1594,7 +2000,7 @@ type Sample struct {
 
 func (x *Sample) Reset() {
 	*x = Sample{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[22]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1606,7 +2012,7 @@ func (x *Sample) String() string {
 func (*Sample) ProtoMessage() {}
 
 func (x *Sample) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[22]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1619,7 +2025,7 @@ func (x *Sample) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sample.ProtoReflect.Descriptor instead.
 func (*Sample) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{22}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Sample) GetK() int32 {
@@ -1657,6 +2063,227 @@ func (x *Sample) GetY() []float64 {
 	return nil
 }
 
+// VOFKufStats is vof.KufStats: over a shard's rows, with k_n = Kuf[:, x_n] at the
+// hyperparameters theta, yy = sum y^2, ky = sum k_n y_n, kk = sum k_n k_n^T (m x m), and with
+// gradients dky (n_shape x m) and dkk (n_shape x m x m).
+type VOFKufStats struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	M             int32                  `protobuf:"varint,1,opt,name=m,proto3" json:"m,omitempty"`
+	NShape        int32                  `protobuf:"varint,2,opt,name=n_shape,json=nShape,proto3" json:"n_shape,omitempty"`
+	N             int64                  `protobuf:"varint,3,opt,name=n,proto3" json:"n,omitempty"`
+	Theta         []float64              `protobuf:"fixed64,4,rep,packed,name=theta,proto3" json:"theta,omitempty"`
+	Yy            float64                `protobuf:"fixed64,5,opt,name=yy,proto3" json:"yy,omitempty"`
+	Ky            []float64              `protobuf:"fixed64,6,rep,packed,name=ky,proto3" json:"ky,omitempty"`
+	Kk            []float64              `protobuf:"fixed64,7,rep,packed,name=kk,proto3" json:"kk,omitempty"`
+	Dky           []float64              `protobuf:"fixed64,8,rep,packed,name=dky,proto3" json:"dky,omitempty"`
+	Dkk           []float64              `protobuf:"fixed64,9,rep,packed,name=dkk,proto3" json:"dkk,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VOFKufStats) Reset() {
+	*x = VOFKufStats{}
+	mi := &file_gpreduce_v1_types_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VOFKufStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VOFKufStats) ProtoMessage() {}
+
+func (x *VOFKufStats) ProtoReflect() protoreflect.Message {
+	mi := &file_gpreduce_v1_types_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VOFKufStats.ProtoReflect.Descriptor instead.
+func (*VOFKufStats) Descriptor() ([]byte, []int) {
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *VOFKufStats) GetM() int32 {
+	if x != nil {
+		return x.M
+	}
+	return 0
+}
+
+func (x *VOFKufStats) GetNShape() int32 {
+	if x != nil {
+		return x.NShape
+	}
+	return 0
+}
+
+func (x *VOFKufStats) GetN() int64 {
+	if x != nil {
+		return x.N
+	}
+	return 0
+}
+
+func (x *VOFKufStats) GetTheta() []float64 {
+	if x != nil {
+		return x.Theta
+	}
+	return nil
+}
+
+func (x *VOFKufStats) GetYy() float64 {
+	if x != nil {
+		return x.Yy
+	}
+	return 0
+}
+
+func (x *VOFKufStats) GetKy() []float64 {
+	if x != nil {
+		return x.Ky
+	}
+	return nil
+}
+
+func (x *VOFKufStats) GetKk() []float64 {
+	if x != nil {
+		return x.Kk
+	}
+	return nil
+}
+
+func (x *VOFKufStats) GetDky() []float64 {
+	if x != nil {
+		return x.Dky
+	}
+	return nil
+}
+
+func (x *VOFKufStats) GetDkk() []float64 {
+	if x != nil {
+		return x.Dkk
+	}
+	return nil
+}
+
+// VOFTrigStats is vof.TrigStats: n, yy, the four T-vectors b and four T x T blocks p (cc, cs,
+// sc, ss), and with feature gradients the moments xb and xp, four blocks per input in order.
+type VOFTrigStats struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	T             int32                  `protobuf:"varint,1,opt,name=t,proto3" json:"t,omitempty"`
+	D             int32                  `protobuf:"varint,2,opt,name=d,proto3" json:"d,omitempty"`
+	Grid          uint64                 `protobuf:"fixed64,3,opt,name=grid,proto3" json:"grid,omitempty"`
+	N             int64                  `protobuf:"varint,4,opt,name=n,proto3" json:"n,omitempty"`
+	Yy            float64                `protobuf:"fixed64,5,opt,name=yy,proto3" json:"yy,omitempty"`
+	B             []*Vector              `protobuf:"bytes,6,rep,name=b,proto3" json:"b,omitempty"`
+	P             []*Vector              `protobuf:"bytes,7,rep,name=p,proto3" json:"p,omitempty"`
+	Xb            []*Vector              `protobuf:"bytes,8,rep,name=xb,proto3" json:"xb,omitempty"`
+	Xp            []*Vector              `protobuf:"bytes,9,rep,name=xp,proto3" json:"xp,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VOFTrigStats) Reset() {
+	*x = VOFTrigStats{}
+	mi := &file_gpreduce_v1_types_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VOFTrigStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VOFTrigStats) ProtoMessage() {}
+
+func (x *VOFTrigStats) ProtoReflect() protoreflect.Message {
+	mi := &file_gpreduce_v1_types_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VOFTrigStats.ProtoReflect.Descriptor instead.
+func (*VOFTrigStats) Descriptor() ([]byte, []int) {
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *VOFTrigStats) GetT() int32 {
+	if x != nil {
+		return x.T
+	}
+	return 0
+}
+
+func (x *VOFTrigStats) GetD() int32 {
+	if x != nil {
+		return x.D
+	}
+	return 0
+}
+
+func (x *VOFTrigStats) GetGrid() uint64 {
+	if x != nil {
+		return x.Grid
+	}
+	return 0
+}
+
+func (x *VOFTrigStats) GetN() int64 {
+	if x != nil {
+		return x.N
+	}
+	return 0
+}
+
+func (x *VOFTrigStats) GetYy() float64 {
+	if x != nil {
+		return x.Yy
+	}
+	return 0
+}
+
+func (x *VOFTrigStats) GetB() []*Vector {
+	if x != nil {
+		return x.B
+	}
+	return nil
+}
+
+func (x *VOFTrigStats) GetP() []*Vector {
+	if x != nil {
+		return x.P
+	}
+	return nil
+}
+
+func (x *VOFTrigStats) GetXb() []*Vector {
+	if x != nil {
+		return x.Xb
+	}
+	return nil
+}
+
+func (x *VOFTrigStats) GetXp() []*Vector {
+	if x != nil {
+		return x.Xp
+	}
+	return nil
+}
+
 // Stats is a map step's result for one shard.
 type Stats struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1668,6 +2295,8 @@ type Stats struct {
 	//	*Stats_Rows
 	//	*Stats_Distinct
 	//	*Stats_Sample
+	//	*Stats_VofKuf
+	//	*Stats_VofTrig
 	Kind          isStats_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1675,7 +2304,7 @@ type Stats struct {
 
 func (x *Stats) Reset() {
 	*x = Stats{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[23]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1687,7 +2316,7 @@ func (x *Stats) String() string {
 func (*Stats) ProtoMessage() {}
 
 func (x *Stats) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[23]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1700,7 +2329,7 @@ func (x *Stats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stats.ProtoReflect.Descriptor instead.
 func (*Stats) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{23}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Stats) GetKind() isStats_Kind {
@@ -1764,6 +2393,24 @@ func (x *Stats) GetSample() *Sample {
 	return nil
 }
 
+func (x *Stats) GetVofKuf() *VOFKufStats {
+	if x != nil {
+		if x, ok := x.Kind.(*Stats_VofKuf); ok {
+			return x.VofKuf
+		}
+	}
+	return nil
+}
+
+func (x *Stats) GetVofTrig() *VOFTrigStats {
+	if x != nil {
+		if x, ok := x.Kind.(*Stats_VofTrig); ok {
+			return x.VofTrig
+		}
+	}
+	return nil
+}
+
 type isStats_Kind interface {
 	isStats_Kind()
 }
@@ -1792,6 +2439,14 @@ type Stats_Sample struct {
 	Sample *Sample `protobuf:"bytes,6,opt,name=sample,proto3,oneof"`
 }
 
+type Stats_VofKuf struct {
+	VofKuf *VOFKufStats `protobuf:"bytes,7,opt,name=vof_kuf,json=vofKuf,proto3,oneof"`
+}
+
+type Stats_VofTrig struct {
+	VofTrig *VOFTrigStats `protobuf:"bytes,8,opt,name=vof_trig,json=vofTrig,proto3,oneof"`
+}
+
 func (*Stats_Gram) isStats_Kind() {}
 
 func (*Stats_Moments) isStats_Kind() {}
@@ -1803,6 +2458,10 @@ func (*Stats_Rows) isStats_Kind() {}
 func (*Stats_Distinct) isStats_Kind() {}
 
 func (*Stats_Sample) isStats_Kind() {}
+
+func (*Stats_VofKuf) isStats_Kind() {}
+
+func (*Stats_VofTrig) isStats_Kind() {}
 
 var File_gpreduce_v1_types_proto protoreflect.FileDescriptor
 
@@ -1881,9 +2540,41 @@ const file_gpreduce_v1_types_proto_rawDesc = "" +
 	"\x01v\x18\x04 \x03(\x01R\x01v\x12\f\n" +
 	"\x01a\x18\x05 \x03(\x01R\x01a\x12\f\n" +
 	"\x01b\x18\x06 \x03(\x01R\x01b\x12\x10\n" +
-	"\x03idx\x18\a \x03(\x05R\x03idx\"%\n" +
+	"\x03idx\x18\a \x03(\x05R\x03idx\"\xab\x01\n" +
+	"\bVOFModel\x12\x14\n" +
+	"\x05basis\x18\x01 \x01(\tR\x05basis\x12\x16\n" +
+	"\x06kernel\x18\x02 \x01(\tR\x06kernel\x12\f\n" +
+	"\x01d\x18\x03 \x01(\x05R\x01d\x12\x0e\n" +
+	"\x02m1\x18\x04 \x01(\x05R\x02m1\x12\x1a\n" +
+	"\badditive\x18\x05 \x01(\bR\badditive\x12\x14\n" +
+	"\x05dense\x18\x06 \x01(\bR\x05dense\x12!\n" +
+	"\fmax_features\x18\a \x01(\x05R\vmaxFeatures\"\xa0\x02\n" +
+	"\n" +
+	"VOFKufTask\x12+\n" +
+	"\x05model\x18\x01 \x01(\v2\x15.gpreduce.v1.VOFModelR\x05model\x124\n" +
+	"\ttransform\x18\x02 \x01(\v2\x16.gpreduce.v1.TransformR\ttransform\x12\"\n" +
+	"\flengthscales\x18\x03 \x03(\x01R\flengthscales\x12\x1c\n" +
+	"\tvariances\x18\x04 \x03(\x01R\tvariances\x12\x18\n" +
+	"\afeature\x18\x05 \x03(\x01R\afeature\x12\x12\n" +
+	"\x04grad\x18\x06 \x01(\bR\x04grad\x12+\n" +
+	"\x05batch\x18\a \x01(\v2\x15.gpreduce.v1.VOFBatchR\x05batch\x12\x12\n" +
+	"\x04xmax\x18\b \x01(\x01R\x04xmax\"F\n" +
+	"\bVOFBatch\x12\x12\n" +
+	"\x04rate\x18\x01 \x01(\x01R\x04rate\x12\x12\n" +
+	"\x04seed\x18\x02 \x01(\x04R\x04seed\x12\x12\n" +
+	"\x04step\x18\x03 \x01(\x04R\x04step\"\xfb\x01\n" +
+	"\vVOFTrigTask\x12\f\n" +
+	"\x01d\x18\x01 \x01(\x05R\x01d\x12\x0e\n" +
+	"\x02t1\x18\x02 \x01(\x05R\x02t1\x12\x1a\n" +
+	"\badditive\x18\x03 \x01(\bR\badditive\x12\x0e\n" +
+	"\x02u1\x18\x04 \x03(\x01R\x02u1\x12\x0e\n" +
+	"\x02u2\x18\x05 \x03(\x01R\x02u2\x12\f\n" +
+	"\x01a\x18\x06 \x03(\x01R\x01a\x124\n" +
+	"\ttransform\x18\a \x01(\v2\x16.gpreduce.v1.TransformR\ttransform\x12!\n" +
+	"\ffeature_grad\x18\b \x01(\bR\vfeatureGrad\x12+\n" +
+	"\x05batch\x18\t \x01(\v2\x15.gpreduce.v1.VOFBatchR\x05batch\"%\n" +
 	"\vMissingBlob\x12\x16\n" +
-	"\x06sha256\x18\x01 \x01(\fR\x06sha256\"\xe7\x02\n" +
+	"\x06sha256\x18\x01 \x01(\fR\x06sha256\"\xd2\x03\n" +
 	"\x04Task\x124\n" +
 	"\amoments\x18\x01 \x01(\v2\x18.gpreduce.v1.MomentsTaskH\x00R\amoments\x12+\n" +
 	"\x04gram\x18\x02 \x01(\v2\x15.gpreduce.v1.GramTaskH\x00R\x04gram\x12(\n" +
@@ -1891,7 +2582,9 @@ const file_gpreduce_v1_types_proto_rawDesc = "" +
 	"\x04rows\x18\x04 \x01(\v2\x15.gpreduce.v1.RowsTaskH\x00R\x04rows\x127\n" +
 	"\bdistinct\x18\x05 \x01(\v2\x19.gpreduce.v1.DistinctTaskH\x00R\bdistinct\x121\n" +
 	"\x06sample\x18\x06 \x01(\v2\x17.gpreduce.v1.SampleTaskH\x00R\x06sample\x121\n" +
-	"\x06kernel\x18\a \x01(\v2\x17.gpreduce.v1.KernelTaskH\x00R\x06kernelB\x06\n" +
+	"\x06kernel\x18\a \x01(\v2\x17.gpreduce.v1.KernelTaskH\x00R\x06kernel\x122\n" +
+	"\avof_kuf\x18\b \x01(\v2\x17.gpreduce.v1.VOFKufTaskH\x00R\x06vofKuf\x125\n" +
+	"\bvof_trig\x18\t \x01(\v2\x18.gpreduce.v1.VOFTrigTaskH\x00R\avofTrigB\x06\n" +
 	"\x04kind\"N\n" +
 	"\x04Gram\x12\f\n" +
 	"\x01s\x18\x01 \x01(\x05R\x01s\x12\f\n" +
@@ -1922,14 +2615,36 @@ const file_gpreduce_v1_types_proto_rawDesc = "" +
 	"\x04keys\x18\x02 \x03(\x01R\x04keys\x12\f\n" +
 	"\x01d\x18\x03 \x01(\x05R\x01d\x12\f\n" +
 	"\x01x\x18\x04 \x03(\x01R\x01x\x12\f\n" +
-	"\x01y\x18\x05 \x03(\x01R\x01y\"\x9d\x02\n" +
+	"\x01y\x18\x05 \x03(\x01R\x01y\"\xac\x01\n" +
+	"\vVOFKufStats\x12\f\n" +
+	"\x01m\x18\x01 \x01(\x05R\x01m\x12\x17\n" +
+	"\an_shape\x18\x02 \x01(\x05R\x06nShape\x12\f\n" +
+	"\x01n\x18\x03 \x01(\x03R\x01n\x12\x14\n" +
+	"\x05theta\x18\x04 \x03(\x01R\x05theta\x12\x0e\n" +
+	"\x02yy\x18\x05 \x01(\x01R\x02yy\x12\x0e\n" +
+	"\x02ky\x18\x06 \x03(\x01R\x02ky\x12\x0e\n" +
+	"\x02kk\x18\a \x03(\x01R\x02kk\x12\x10\n" +
+	"\x03dky\x18\b \x03(\x01R\x03dky\x12\x10\n" +
+	"\x03dkk\x18\t \x03(\x01R\x03dkk\"\xec\x01\n" +
+	"\fVOFTrigStats\x12\f\n" +
+	"\x01t\x18\x01 \x01(\x05R\x01t\x12\f\n" +
+	"\x01d\x18\x02 \x01(\x05R\x01d\x12\x12\n" +
+	"\x04grid\x18\x03 \x01(\x06R\x04grid\x12\f\n" +
+	"\x01n\x18\x04 \x01(\x03R\x01n\x12\x0e\n" +
+	"\x02yy\x18\x05 \x01(\x01R\x02yy\x12!\n" +
+	"\x01b\x18\x06 \x03(\v2\x13.gpreduce.v1.VectorR\x01b\x12!\n" +
+	"\x01p\x18\a \x03(\v2\x13.gpreduce.v1.VectorR\x01p\x12#\n" +
+	"\x02xb\x18\b \x03(\v2\x13.gpreduce.v1.VectorR\x02xb\x12#\n" +
+	"\x02xp\x18\t \x03(\v2\x13.gpreduce.v1.VectorR\x02xp\"\x8a\x03\n" +
 	"\x05Stats\x12'\n" +
 	"\x04gram\x18\x01 \x01(\v2\x11.gpreduce.v1.GramH\x00R\x04gram\x120\n" +
 	"\amoments\x18\x02 \x01(\v2\x14.gpreduce.v1.MomentsH\x00R\amoments\x12$\n" +
 	"\x03sum\x18\x03 \x01(\v2\x10.gpreduce.v1.SumH\x00R\x03sum\x12'\n" +
 	"\x04rows\x18\x04 \x01(\v2\x11.gpreduce.v1.RowsH\x00R\x04rows\x123\n" +
 	"\bdistinct\x18\x05 \x01(\v2\x15.gpreduce.v1.DistinctH\x00R\bdistinct\x12-\n" +
-	"\x06sample\x18\x06 \x01(\v2\x13.gpreduce.v1.SampleH\x00R\x06sampleB\x06\n" +
+	"\x06sample\x18\x06 \x01(\v2\x13.gpreduce.v1.SampleH\x00R\x06sample\x123\n" +
+	"\avof_kuf\x18\a \x01(\v2\x18.gpreduce.v1.VOFKufStatsH\x00R\x06vofKuf\x126\n" +
+	"\bvof_trig\x18\b \x01(\v2\x19.gpreduce.v1.VOFTrigStatsH\x00R\avofTrigB\x06\n" +
 	"\x04kindB;Z9github.com/gpreduce/gpreduce/proto/gpreduce/v1;gpreducev1b\x06proto3"
 
 var (
@@ -1944,7 +2659,7 @@ func file_gpreduce_v1_types_proto_rawDescGZIP() []byte {
 	return file_gpreduce_v1_types_proto_rawDescData
 }
 
-var file_gpreduce_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_gpreduce_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_gpreduce_v1_types_proto_goTypes = []any{
 	(*DataSource)(nil),   // 0: gpreduce.v1.DataSource
 	(*ShardRef)(nil),     // 1: gpreduce.v1.ShardRef
@@ -1960,21 +2675,27 @@ var file_gpreduce_v1_types_proto_goTypes = []any{
 	(*RowsTask)(nil),     // 11: gpreduce.v1.RowsTask
 	(*KernelOp)(nil),     // 12: gpreduce.v1.KernelOp
 	(*KernelTask)(nil),   // 13: gpreduce.v1.KernelTask
-	(*MissingBlob)(nil),  // 14: gpreduce.v1.MissingBlob
-	(*Task)(nil),         // 15: gpreduce.v1.Task
-	(*Gram)(nil),         // 16: gpreduce.v1.Gram
-	(*Moments)(nil),      // 17: gpreduce.v1.Moments
-	(*Vector)(nil),       // 18: gpreduce.v1.Vector
-	(*Sum)(nil),          // 19: gpreduce.v1.Sum
-	(*Rows)(nil),         // 20: gpreduce.v1.Rows
-	(*Distinct)(nil),     // 21: gpreduce.v1.Distinct
-	(*Sample)(nil),       // 22: gpreduce.v1.Sample
-	(*Stats)(nil),        // 23: gpreduce.v1.Stats
+	(*VOFModel)(nil),     // 14: gpreduce.v1.VOFModel
+	(*VOFKufTask)(nil),   // 15: gpreduce.v1.VOFKufTask
+	(*VOFBatch)(nil),     // 16: gpreduce.v1.VOFBatch
+	(*VOFTrigTask)(nil),  // 17: gpreduce.v1.VOFTrigTask
+	(*MissingBlob)(nil),  // 18: gpreduce.v1.MissingBlob
+	(*Task)(nil),         // 19: gpreduce.v1.Task
+	(*Gram)(nil),         // 20: gpreduce.v1.Gram
+	(*Moments)(nil),      // 21: gpreduce.v1.Moments
+	(*Vector)(nil),       // 22: gpreduce.v1.Vector
+	(*Sum)(nil),          // 23: gpreduce.v1.Sum
+	(*Rows)(nil),         // 24: gpreduce.v1.Rows
+	(*Distinct)(nil),     // 25: gpreduce.v1.Distinct
+	(*Sample)(nil),       // 26: gpreduce.v1.Sample
+	(*VOFKufStats)(nil),  // 27: gpreduce.v1.VOFKufStats
+	(*VOFTrigStats)(nil), // 28: gpreduce.v1.VOFTrigStats
+	(*Stats)(nil),        // 29: gpreduce.v1.Stats
 }
 var file_gpreduce_v1_types_proto_depIdxs = []int32{
-	18, // 0: gpreduce.v1.GRIEFMap.grid:type_name -> gpreduce.v1.Vector
-	18, // 1: gpreduce.v1.GRIEFMap.q:type_name -> gpreduce.v1.Vector
-	18, // 2: gpreduce.v1.GRIEFMap.log_lam:type_name -> gpreduce.v1.Vector
+	22, // 0: gpreduce.v1.GRIEFMap.grid:type_name -> gpreduce.v1.Vector
+	22, // 1: gpreduce.v1.GRIEFMap.q:type_name -> gpreduce.v1.Vector
+	22, // 2: gpreduce.v1.GRIEFMap.log_lam:type_name -> gpreduce.v1.Vector
 	3,  // 3: gpreduce.v1.GramTask.gl:type_name -> gpreduce.v1.GLMap
 	2,  // 4: gpreduce.v1.GramTask.transform:type_name -> gpreduce.v1.Transform
 	5,  // 5: gpreduce.v1.GramTask.grief:type_name -> gpreduce.v1.GRIEFMap
@@ -1982,26 +2703,39 @@ var file_gpreduce_v1_types_proto_depIdxs = []int32{
 	2,  // 7: gpreduce.v1.RFFTask.transform:type_name -> gpreduce.v1.Transform
 	2,  // 8: gpreduce.v1.RowsTask.transform:type_name -> gpreduce.v1.Transform
 	12, // 9: gpreduce.v1.KernelTask.op:type_name -> gpreduce.v1.KernelOp
-	6,  // 10: gpreduce.v1.Task.moments:type_name -> gpreduce.v1.MomentsTask
-	7,  // 11: gpreduce.v1.Task.gram:type_name -> gpreduce.v1.GramTask
-	10, // 12: gpreduce.v1.Task.rff:type_name -> gpreduce.v1.RFFTask
-	11, // 13: gpreduce.v1.Task.rows:type_name -> gpreduce.v1.RowsTask
-	8,  // 14: gpreduce.v1.Task.distinct:type_name -> gpreduce.v1.DistinctTask
-	9,  // 15: gpreduce.v1.Task.sample:type_name -> gpreduce.v1.SampleTask
-	13, // 16: gpreduce.v1.Task.kernel:type_name -> gpreduce.v1.KernelTask
-	18, // 17: gpreduce.v1.Sum.parts:type_name -> gpreduce.v1.Vector
-	18, // 18: gpreduce.v1.Distinct.values:type_name -> gpreduce.v1.Vector
-	16, // 19: gpreduce.v1.Stats.gram:type_name -> gpreduce.v1.Gram
-	17, // 20: gpreduce.v1.Stats.moments:type_name -> gpreduce.v1.Moments
-	19, // 21: gpreduce.v1.Stats.sum:type_name -> gpreduce.v1.Sum
-	20, // 22: gpreduce.v1.Stats.rows:type_name -> gpreduce.v1.Rows
-	21, // 23: gpreduce.v1.Stats.distinct:type_name -> gpreduce.v1.Distinct
-	22, // 24: gpreduce.v1.Stats.sample:type_name -> gpreduce.v1.Sample
-	25, // [25:25] is the sub-list for method output_type
-	25, // [25:25] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	14, // 10: gpreduce.v1.VOFKufTask.model:type_name -> gpreduce.v1.VOFModel
+	2,  // 11: gpreduce.v1.VOFKufTask.transform:type_name -> gpreduce.v1.Transform
+	16, // 12: gpreduce.v1.VOFKufTask.batch:type_name -> gpreduce.v1.VOFBatch
+	2,  // 13: gpreduce.v1.VOFTrigTask.transform:type_name -> gpreduce.v1.Transform
+	16, // 14: gpreduce.v1.VOFTrigTask.batch:type_name -> gpreduce.v1.VOFBatch
+	6,  // 15: gpreduce.v1.Task.moments:type_name -> gpreduce.v1.MomentsTask
+	7,  // 16: gpreduce.v1.Task.gram:type_name -> gpreduce.v1.GramTask
+	10, // 17: gpreduce.v1.Task.rff:type_name -> gpreduce.v1.RFFTask
+	11, // 18: gpreduce.v1.Task.rows:type_name -> gpreduce.v1.RowsTask
+	8,  // 19: gpreduce.v1.Task.distinct:type_name -> gpreduce.v1.DistinctTask
+	9,  // 20: gpreduce.v1.Task.sample:type_name -> gpreduce.v1.SampleTask
+	13, // 21: gpreduce.v1.Task.kernel:type_name -> gpreduce.v1.KernelTask
+	15, // 22: gpreduce.v1.Task.vof_kuf:type_name -> gpreduce.v1.VOFKufTask
+	17, // 23: gpreduce.v1.Task.vof_trig:type_name -> gpreduce.v1.VOFTrigTask
+	22, // 24: gpreduce.v1.Sum.parts:type_name -> gpreduce.v1.Vector
+	22, // 25: gpreduce.v1.Distinct.values:type_name -> gpreduce.v1.Vector
+	22, // 26: gpreduce.v1.VOFTrigStats.b:type_name -> gpreduce.v1.Vector
+	22, // 27: gpreduce.v1.VOFTrigStats.p:type_name -> gpreduce.v1.Vector
+	22, // 28: gpreduce.v1.VOFTrigStats.xb:type_name -> gpreduce.v1.Vector
+	22, // 29: gpreduce.v1.VOFTrigStats.xp:type_name -> gpreduce.v1.Vector
+	20, // 30: gpreduce.v1.Stats.gram:type_name -> gpreduce.v1.Gram
+	21, // 31: gpreduce.v1.Stats.moments:type_name -> gpreduce.v1.Moments
+	23, // 32: gpreduce.v1.Stats.sum:type_name -> gpreduce.v1.Sum
+	24, // 33: gpreduce.v1.Stats.rows:type_name -> gpreduce.v1.Rows
+	25, // 34: gpreduce.v1.Stats.distinct:type_name -> gpreduce.v1.Distinct
+	26, // 35: gpreduce.v1.Stats.sample:type_name -> gpreduce.v1.Sample
+	27, // 36: gpreduce.v1.Stats.vof_kuf:type_name -> gpreduce.v1.VOFKufStats
+	28, // 37: gpreduce.v1.Stats.vof_trig:type_name -> gpreduce.v1.VOFTrigStats
+	38, // [38:38] is the sub-list for method output_type
+	38, // [38:38] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_gpreduce_v1_types_proto_init() }
@@ -2009,7 +2743,7 @@ func file_gpreduce_v1_types_proto_init() {
 	if File_gpreduce_v1_types_proto != nil {
 		return
 	}
-	file_gpreduce_v1_types_proto_msgTypes[15].OneofWrappers = []any{
+	file_gpreduce_v1_types_proto_msgTypes[19].OneofWrappers = []any{
 		(*Task_Moments)(nil),
 		(*Task_Gram)(nil),
 		(*Task_Rff)(nil),
@@ -2017,14 +2751,18 @@ func file_gpreduce_v1_types_proto_init() {
 		(*Task_Distinct)(nil),
 		(*Task_Sample)(nil),
 		(*Task_Kernel)(nil),
+		(*Task_VofKuf)(nil),
+		(*Task_VofTrig)(nil),
 	}
-	file_gpreduce_v1_types_proto_msgTypes[23].OneofWrappers = []any{
+	file_gpreduce_v1_types_proto_msgTypes[29].OneofWrappers = []any{
 		(*Stats_Gram)(nil),
 		(*Stats_Moments)(nil),
 		(*Stats_Sum)(nil),
 		(*Stats_Rows)(nil),
 		(*Stats_Distinct)(nil),
 		(*Stats_Sample)(nil),
+		(*Stats_VofKuf)(nil),
+		(*Stats_VofTrig)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2032,7 +2770,7 @@ func file_gpreduce_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gpreduce_v1_types_proto_rawDesc), len(file_gpreduce_v1_types_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,209 @@
+package train
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/gpreduce/gpreduce/internal/model"
+	"github.com/gpreduce/gpreduce/internal/shard"
+)
+
+// maunaLoa reads the Mauna Loa CO2 series the demo ships (internal/cli/testdata, a copy of
+// ../shared/data/maunaloa_co2.csv) and holds out every tenth month for testing, as the demo
+// does.
+func maunaLoa(t *testing.T) (tr, te *shard.Table) {
+	t.Helper()
+	b, err := os.ReadFile("../cli/testdata/maunaloa_co2.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := shard.ReadCSV(bytes.NewReader(b), "maunaloa_co2.csv", shard.CSVOptions{Header: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr = &shard.Table{Source: "co2 train", Columns: all.Columns, Target: all.Target, D: all.D}
+	te = &shard.Table{Source: "co2 test", Columns: all.Columns, Target: all.Target, D: all.D}
+	for i := 0; i < all.N(); i++ {
+		dst := tr
+		if i%10 == 9 {
+			dst = te
+		}
+		dst.X = append(dst.X, all.Row(i)...)
+		dst.Y = append(dst.Y, all.Y[i])
+	}
+	return tr, te
+}
+
+// vofSpec is a vof spec with the given settings (name, value pairs).
+func vofSpec(kv ...any) Spec {
+	s := DefaultSpec("vof")
+	for i := 0; i < len(kv); i += 2 {
+		set(&s, kv[i].(string), kv[i+1])
+	}
+	return s
+}
+
+// TestVOFMatchesExactRMSE: trained through train.Run, vof's test RMSE is within 5% of the
+// exact GP's on Mauna Loa (1-D) and on a 2-D synthetic set, for both bases, the tensor and
+// additive layouts, diagonal and dense S, full batch and minibatches (-short: one case per
+// basis and data set); and with the exact GP's kernel (tensor layout) its ELBO is below the
+// exact GP's optimum log marginal likelihood (ELBO(theta) <= LML(theta) <= max LML).
+func TestVOFMatchesExactRMSE(t *testing.T) {
+	co2Train, co2Test := maunaLoa(t)
+	synTrain, synTest := synthTable(500, 2, 13), synthTable(300, 2, 14)
+	for _, data := range []struct {
+		name   string
+		tr, te *shard.Table
+		cases  []Spec // the first two run in -short mode
+	}{
+		{"maunaloa", co2Train, co2Test, []Spec{
+			vofSpec("basis", "hermite"),
+			vofSpec("basis", "trig"),
+			vofSpec("basis", "hermite", "covariance", "dense"),
+			vofSpec("basis", "trig", "fixed_grid", true),
+			vofSpec("basis", "hermite", "batch_rows", 150),
+		}},
+		{"synthetic-2d", synTrain, synTest, []Spec{
+			vofSpec("basis", "hermite", "features", 9),
+			vofSpec("basis", "trig", "features", 15, "additive", true),
+			vofSpec("basis", "hermite", "features", 15, "additive", true, "covariance", "dense"),
+		}},
+	} {
+		t.Run(data.name, func(t *testing.T) {
+			ex := trainOn(t, data.tr, DefaultSpec("exact"), 4, 2)
+			eEx := math.Sqrt(testMSE(t, ex, data.te))
+			for i, spec := range data.cases {
+				if testing.Short() && i >= 2 {
+					break
+				}
+				v := vofSettings(&spec)
+				name := strings.ReplaceAll(strings.TrimSpace(v.String()), " ", ",")
+				m := trainOn(t, data.tr, spec, 4, 2)
+				e := math.Sqrt(testMSE(t, m, data.te))
+				t.Logf("%s: RMSE %.5f (exact %.5f), ELBO %.4f (exact LML %.4f), %d features", name, e, eEx, m.LogLik, ex.LogLik, m.NumFeatures())
+				if e > 1.05*eEx {
+					t.Errorf("%s: vof RMSE %.5f is more than 5%% above exact's %.5f", name, e, eEx)
+				}
+				if !v.GetAdditive() && m.LogLik > ex.LogLik+1e-6*math.Abs(ex.LogLik) {
+					t.Errorf("%s: vof ELBO %.6f exceeds the exact log marginal likelihood %.6f", name, m.LogLik, ex.LogLik)
+				}
+			}
+		})
+	}
+}
+
+// vofDeterminismCases are small specs covering every optimizer path of vof: the collapsed
+// L-BFGS, Adam on Hermite minibatches (dense S), TrigVOF with a learned a on fresh grids
+// (with minibatches) and TrigVOF on a fixed grid.
+func vofDeterminismCases() map[string]Spec {
+	cases := map[string]Spec{
+		"hermite-full":  vofSpec("features", 7),
+		"hermite-batch": vofSpec("features", 7, "covariance", "dense", "batch_rows", 60),
+		"trig-batch":    vofSpec("basis", "trig", "features", 7, "frequencies", 8, "batch_rows", 100),
+		"trig-fixed":    vofSpec("basis", "trig", "features", 5, "additive", true, "frequencies", 6, "fixed_grid", true),
+	}
+	for k, s := range cases {
+		s.MaxIter, s.Seed = 6, 11
+		cases[k] = s
+	}
+	return cases
+}
+
+// TestVOFWorkersBitwise: the same shards give the same model bytes on 1 and 4 goroutines.
+func TestVOFWorkersBitwise(t *testing.T) {
+	tab := synthTable(300, 2, 17)
+	for name, spec := range vofDeterminismCases() {
+		t.Run(name, func(t *testing.T) {
+			var enc [][]byte
+			for _, w := range []int{1, 4} {
+				b, err := trainOn(t, tab, spec, 6, w).Bytes()
+				if err != nil {
+					t.Fatal(err)
+				}
+				enc = append(enc, b)
+			}
+			if !bytes.Equal(enc[0], enc[1]) {
+				t.Error("model differs between 1 and 4 workers")
+			}
+		})
+	}
+}
+
+// TestVOFResumeFromEveryCheckpoint: a run resumed from any of its checkpoints gives the
+// uninterrupted run's model bytes.
+func TestVOFResumeFromEveryCheckpoint(t *testing.T) {
+	tab := synthTable(240, 2, 19)
+	for name, spec := range vofDeterminismCases() {
+		t.Run(name, func(t *testing.T) {
+			var cks [][]byte
+			full, err := Run(context.Background(), localEngine(t, tab, 4, 2), spec, Hooks{Save: func(_ context.Context, _ int, _ float64, ck []byte) error {
+				cks = append(cks, append([]byte(nil), ck...))
+				return nil
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := modelBytes(t, full)
+			if len(cks) < spec.MaxIter {
+				t.Fatalf("only %d checkpoints for %d iterations", len(cks), spec.MaxIter)
+			}
+			for k, ck := range cks {
+				m, err := Run(context.Background(), localEngine(t, tab, 4, 1), spec, Hooks{Resume: ck})
+				if err != nil {
+					t.Fatalf("resume from checkpoint %d: %v", k, err)
+				}
+				if !bytes.Equal(modelBytes(t, m), want) {
+					t.Errorf("resumed from checkpoint %d of %d: the model differs", k, len(cks))
+				}
+			}
+		})
+	}
+}
+
+func modelBytes(t *testing.T, m *model.Model) []byte {
+	t.Helper()
+	b, err := m.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestVOFValidate: wrong settings are refused with an error naming the setting.
+func TestVOFValidate(t *testing.T) {
+	for _, c := range []struct {
+		spec Spec
+		d    int
+		want string
+	}{
+		{vofSpec("basis", "fourier"), 0, "basis: unknown basis"},
+		{vofSpec("covariance", "full"), 0, "covariance: unknown"},
+		{vofSpec("basis", "trig", "features", 20), 0, "features: 20 is even"},
+		{vofSpec("fixed_grid", true), 0, "fixed-grid: a setting of --basis trig"},
+		{vofSpec("frequencies", 8), 0, "frequencies: a setting of --basis trig"},
+		{vofSpec("basis", "trig", "fixed_grid", true, "batch_rows", 10), 0, "batch-rows:"},
+		{vofSpec("features", -3), 0, "features"},
+		{vofSpec("learning_rate", math.Inf(1)), 0, "learning-rate"},
+		{vofSpec("features", 21), 4, "features: VOF layout: a tensor product"},
+		{vofSpec("basis", "trig", "frequencies", 64), 2, "frequencies: TrigVOF grid"},
+	} {
+		err := c.spec.Validate(c.d)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v (d=%d): error %v, want one containing %q", vofSettings(&c.spec), c.d, err, c.want)
+		}
+	}
+	s := vofSpec("basis", "hermite")
+	s.Kernel = "matern32"
+	if err := s.Validate(1); err == nil || !strings.Contains(err.Error(), "basis: hermite") {
+		t.Errorf("hermite with matern32: error %v", err)
+	}
+	for _, ok := range []Spec{vofSpec(), vofSpec("features", 21, "additive", true), vofSpec("basis", "trig", "features", 7, "fixed_grid", true)} {
+		if err := ok.Validate(2); err != nil {
+			t.Errorf("%v: %v", vofSettings(&ok), err)
+		}
+	}
+}

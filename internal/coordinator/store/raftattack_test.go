@@ -136,6 +136,18 @@ func TestInsecureRaftRefusesMembers(t *testing.T) {
 
 	c := newCluster(t, 2, nil)
 	restart := c.cfgs[1]
+	// The joined member must hold the two-member configuration in its own log before it
+	// stops (on a loaded machine it may still be catching up when newCluster returns).
+	eventually(t, 10*time.Second, "n1 stores the two-member configuration", func() error {
+		ms, err := c.nodes[1].Servers(testContext(t))
+		if err != nil {
+			return err
+		}
+		if len(ms) != 2 {
+			return fmt.Errorf("n1 knows %d members", len(ms))
+		}
+		return nil
+	})
 	if err := c.nodes[1].Close(); err != nil {
 		t.Fatal(err)
 	}

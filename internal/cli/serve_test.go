@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,6 +53,31 @@ func serveInBackground(t *testing.T, args ...string) (stop func() (int, string))
 		return code, errOut.String()
 	}
 	t.Cleanup(func() { stop() })
+	// Return once the API listens, so that callers do not race the server's start (a
+	// refused connection is exit 5 at once, whatever --leader-wait says).
+	for i, a := range args {
+		if a != "--api-addr" || i+1 == len(args) {
+			continue
+		}
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			c, err := net.DialTimeout("tcp", args[i+1], time.Second)
+			if err == nil {
+				c.Close()
+				break
+			}
+			select {
+			case c := <-done:
+				done <- c // for stop
+				t.Fatalf("serve exited with %d before listening:\n%s", c, errOut.String())
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("serve is not listening on %s after 60 s: %v\n%s", args[i+1], err, errOut.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 	return stop
 }
 

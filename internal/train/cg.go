@@ -227,7 +227,7 @@ func (r *run) trainCG(ctx context.Context, eng engine.Engine, p *prepared) (*mod
 	for _, w := range post.warnings {
 		m.Warn(w.Code, "%s", w.Message)
 	}
-	r.warnFit(m, p, fit.theta, lower, upper, "")
+	r.warnFit(m, p, fit.theta, lower, upper, adamReason(fit.trace, p.n))
 	return m, nil
 }
 

@@ -267,11 +267,28 @@ func (r *run) trainVOF(ctx context.Context, eng engine.Engine, p *prepared) (*mo
 	if err != nil {
 		return nil, fmt.Errorf("vof: posterior: %w", err)
 	}
+	var worse string
+	if fit.reason == "" && !(mod.Basis == vof.Hermite && prob.rate == 0) {
+		// A stochastic run has no line search to keep it from ending worse than it began:
+		// compare the bounds, each with q at its optimum over all the data, and keep the
+		// start when it is better (never a model worse than its own starting point).
+		post0, elbo0, err := prob.optimalQ(ctx, h0)
+		if err != nil {
+			return nil, fmt.Errorf("vof: posterior at the start: %w", err)
+		}
+		if elbo0 > elbo {
+			worse = fmt.Sprintf("the stochastic optimizer ended at an evidence lower bound of %.6g, below its start's %.6g; the model keeps the start's hyperparameters; lower --learning-rate or raise --batch-rows or --max-iter", elbo, elbo0)
+			h, post, elbo = h0, post0, elbo0
+		}
+	}
 	// The shared model fields take theta = (log l, log k(x, x), log sigma^2).
 	fit.theta = append(append([]float64(nil), h[:d]...), math.Log(priorVariance(post)), h[d+mod.NumVariances()])
 	m := newModel(spec, p, fit, elbo)
 	m.Posterior = &model.VOFPosterior{Basis: mod.Basis.String(), M1: mod.M1, Additive: mod.Additive, Dense: mod.Dense, Params: *post}
 	r.warnFit(m, p, fit.theta, lower, upper, fit.reason)
+	if worse != "" {
+		m.Warn(model.WarnNotConverged, "%s", worse)
+	}
 	return m, nil
 }
 
@@ -490,7 +507,8 @@ func (r *run) vofAdam(ctx context.Context, q *vofProblem, vs *pb.VOFSettings, h0
 	if err != nil {
 		return nil, nil, fmt.Errorf("optimize: %w", err)
 	}
-	return append([]float64(nil), st.X[:q.nh]...), &fitted{trace: append([]float64(nil), r.ck.Trace...), iters: st.Iter}, nil
+	trace := append([]float64(nil), r.ck.Trace...)
+	return append([]float64(nil), st.X[:q.nh]...), &fitted{trace: trace, iters: st.Iter, reason: adamReason(trace, q.p.n)}, nil
 }
 
 // trigStats runs one vof_trig map round on grid at feature parameters a (step 4c).

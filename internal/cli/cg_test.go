@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gpreduce/gpreduce/internal/shard"
+	"github.com/gpreduce/gpreduce/internal/train"
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
 
@@ -159,13 +161,32 @@ func TestCGFlags(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("%s --help: exit %d: %s", cmd, code, errOut)
 		}
-		for _, w := range []string{"cg, exact, gl, grief, kmcg, rff or vof", "--truncation", "--cg-iters", "--rr-min", "--rr-rate", "--probes",
+		// --method's help lists every registered method (train.Methods).
+		line := methodFlagLine(t, out)
+		for _, m := range train.Methods() {
+			if !regexp.MustCompile(`\b` + regexp.QuoteMeta(m.Name) + `\b`).MatchString(line) {
+				t.Errorf("%s --help: --method does not list %s: %q", cmd, m.Name, line)
+			}
+		}
+		for _, w := range []string{"--truncation", "--cg-iters", "--rr-min", "--rr-rate", "--probes",
 			"--precond-rank", "--learning-rate", "--cg-tol", "--subset", "--variance-rank", "(default 100)", "(default 0.05)", "(default 0.0001)"} {
 			if !strings.Contains(out, w) {
 				t.Errorf("%s --help lacks %q", cmd, w)
 			}
 		}
 	}
+}
+
+// methodFlagLine returns the --method line of a command's help.
+func methodFlagLine(t *testing.T, help string) string {
+	t.Helper()
+	for _, l := range strings.Split(help, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "--method ") {
+			return l
+		}
+	}
+	t.Fatalf("no --method in the help:\n%s", help)
+	return ""
 }
 
 // eval --train-rows trains on a fixed sample of the training rows and reports scores on the

@@ -187,7 +187,7 @@ func (f *specFlags) register(cmd *cobra.Command, defMethod string) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.method, "method", defMethod, "training method: "+methodHelp())
 	fl.StringVar(&f.kernel, "kernel", "rbf", "kernel: rbf, matern12, matern32, matern52")
-	fl.Uint64Var(&f.seed, "seed", 0, "seed of every random draw (rff frequencies, grief subsample and MALA chain, cg probes and truncation lengths, kmcg subset)")
+	fl.Uint64Var(&f.seed, "seed", 0, seedHelp())
 	fl.StringVar(&f.ls, "lengthscale-bounds", "", "LO,HI bounds on lengthscales, standardized units (default 0.05,100)")
 	fl.StringVar(&f.sf2, "signal-variance-bounds", "", "LO,HI bounds on the signal variance, standardized units (default 0.05,20)")
 	fl.StringVar(&f.sn2, "noise-variance-bounds", "", "LO,HI bounds on the noise variance, standardized units (default 1e-4,2)")
@@ -197,11 +197,23 @@ func (f *specFlags) register(cmd *cobra.Command, defMethod string) {
 
 // methodHelp lists auto and the registered methods with their summaries.
 func methodHelp() string {
-	parts := []string{"auto (exact for small n, gl for d <= 3 when its grid fits --max-features, grief otherwise)"}
+	parts := []string{train.Auto + " (" + train.AutoSummary() + ")"}
 	for _, m := range train.Methods() {
 		parts = append(parts, m.Name)
 	}
 	return strings.Join(parts[:len(parts)-1], ", ") + " or " + parts[len(parts)-1]
+}
+
+// seedHelp lists what the seed draws: the hyperparameter search's, and for each registered
+// method that draws, what it draws (Method.Draws).
+func seedHelp() string {
+	parts := []string{"the start search's row sample and starts"}
+	for _, m := range train.Methods() {
+		if m.Draws != "" {
+			parts = append(parts, m.Name+" "+m.Draws)
+		}
+	}
+	return "seed of every random draw (" + strings.Join(parts, "; ") + ")"
 }
 
 // jobSpec is the JobSpec the flags describe: the common fields and the method's settings

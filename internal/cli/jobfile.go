@@ -30,7 +30,7 @@ import (
 // the chosen method's:
 //
 //	id: co2-gl-1            # optional
-//	method: gl              # auto (the default), cg, exact, gl, grief, kmcg or rff
+//	method: gl              # auto (the default) or a method of --method in `coordinator eval --help`
 //	kernel: rbf
 //	seed: 0
 //	lengthscale_bounds: [0.02, 0.3]

@@ -38,14 +38,62 @@ type Kind struct {
 	Example func() engine.Task
 }
 
-// registry holds the kinds by name and by the Go types of their tasks. It is filled by the
-// init functions of the kinds' files and only read afterwards.
-type registry struct {
-	byName map[string]Kind
+// registry holds the entries of one registry (task kinds, statistics) by name and by the Go
+// types they encode. It is filled by the init functions of the package's files and only read
+// afterwards.
+type registry[V any] struct {
+	what   string // "kind", "statistic": for the panics of add
+	byName map[string]V
 	byType map[reflect.Type]string
 }
 
-var kinds = registry{byName: map[string]Kind{}, byType: map[reflect.Type]string{}}
+func newRegistry[V any](what string) *registry[V] {
+	return &registry[V]{what: what, byName: map[string]V{}, byType: map[reflect.Type]string{}}
+}
+
+// add registers v under name and the Go types of values; it panics on a duplicate name or
+// type (a programming error found by any test of the package).
+func (r *registry[V]) add(name string, values []any, v V) {
+	if _, dup := r.byName[name]; dup {
+		panic(fmt.Sprintf("tasks: %s %q registered twice", r.what, name))
+	}
+	for _, x := range values {
+		typ := reflect.TypeOf(x)
+		if other, dup := r.byType[typ]; dup {
+			panic(fmt.Sprintf("tasks: %v is a type of %ss %q and %q", typ, r.what, other, name))
+		}
+		r.byType[typ] = name
+	}
+	r.byName[name] = v
+}
+
+// names returns the registered names, sorted.
+func (r *registry[V]) names() []string {
+	names := make([]string, 0, len(r.byName))
+	for n := range r.byName {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// lookup returns the entry of the given name.
+func (r *registry[V]) lookup(name string) (V, bool) {
+	v, ok := r.byName[name]
+	return v, ok
+}
+
+// of returns the entry registered for the dynamic type of x.
+func (r *registry[V]) of(x any) (V, bool) {
+	name, ok := r.byType[reflect.TypeOf(x)]
+	if !ok {
+		var zero V
+		return zero, false
+	}
+	return r.lookup(name)
+}
+
+var kinds = newRegistry[Kind]("kind")
 
 // register adds a kind; it panics on an incomplete or duplicate kind, or a name that is not a
 // field of the oneof kind of pb.Task (a programming error found by any test of the package).
@@ -56,72 +104,75 @@ func register(k Kind) {
 	if _, err := kindField(k.Name); err != nil {
 		panic(fmt.Sprintf("tasks: %v", err))
 	}
-	if _, dup := kinds.byName[k.Name]; dup {
-		panic(fmt.Sprintf("tasks: kind %q registered twice", k.Name))
+	types := make([]any, len(k.Types))
+	for i, t := range k.Types {
+		types[i] = t
 	}
-	for _, t := range k.Types {
-		typ := reflect.TypeOf(t)
-		if other, dup := kinds.byType[typ]; dup {
-			panic(fmt.Sprintf("tasks: %v is a task of kinds %q and %q", typ, other, k.Name))
-		}
-		kinds.byType[typ] = k.Name
-	}
-	kinds.byName[k.Name] = k
+	kinds.add(k.Name, types, k)
 }
 
 // Kinds returns the names of the registered kinds, sorted.
-func Kinds() []string {
-	names := make([]string, 0, len(kinds.byName))
-	for n := range kinds.byName {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
+func Kinds() []string { return kinds.names() }
 
 // Lookup returns the kind of the given name.
-func Lookup(name string) (Kind, bool) {
-	k, ok := kinds.byName[name]
-	return k, ok
-}
+func Lookup(name string) (Kind, bool) { return kinds.lookup(name) }
 
 // Of returns the kind whose Types include the dynamic type of t.
-func Of(t engine.Task) (Kind, bool) {
-	name, ok := kinds.byType[reflect.TypeOf(t)]
-	if !ok {
-		return Kind{}, false
-	}
-	return Lookup(name)
-}
+func Of(t engine.Task) (Kind, bool) { return kinds.of(t) }
 
-// kindOneof returns the descriptor of the oneof kind of pb.Task.
-func kindOneof() protoreflect.OneofDescriptor {
-	return (&pb.Task{}).ProtoReflect().Descriptor().Oneofs().ByName("kind")
-}
-
-// kindField returns the field of the oneof kind of pb.Task named name.
-func kindField(name string) (protoreflect.FieldDescriptor, error) {
-	fd := kindOneof().Fields().ByName(protoreflect.Name(name))
+// oneofField returns the field called name of the oneof kind of w's message type; what names
+// the registry's entries in the error ("task kind", "statistic").
+func oneofField(w proto.Message, what, name string) (protoreflect.FieldDescriptor, error) {
+	d := w.ProtoReflect().Descriptor()
+	fd := d.Oneofs().ByName("kind").Fields().ByName(protoreflect.Name(name))
 	if fd == nil {
-		return nil, fmt.Errorf("task kind %q is not a field of the oneof kind of %s", name, (&pb.Task{}).ProtoReflect().Descriptor().FullName())
+		return nil, fmt.Errorf("%s %q is not a field of the oneof kind of %s", what, name, d.FullName())
 	}
 	return fd, nil
 }
 
-// Wrap returns the pb.Task whose oneof kind holds m in the field name.
-func Wrap(name string, m proto.Message) (*pb.Task, error) {
-	fd, err := kindField(name)
+// setOneof puts m in the field called name of the oneof kind of w, failing when there is no
+// such field, m is nil or m is not that field's message type.
+func setOneof(w proto.Message, what, name string, m proto.Message) error {
+	fd, err := oneofField(w, what, name)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if m == nil {
-		return nil, fmt.Errorf("task kind %q: no message", name)
+		return fmt.Errorf("%s %q: no message", what, name)
 	}
 	if got, want := m.ProtoReflect().Descriptor().FullName(), fd.Message().FullName(); got != want {
-		return nil, fmt.Errorf("task kind %q holds a %s, not a %s", name, want, got)
+		return fmt.Errorf("%s %q holds a %s, not a %s", what, name, want, got)
 	}
+	w.ProtoReflect().Set(fd, protoreflect.ValueOfMessage(m.ProtoReflect()))
+	return nil
+}
+
+// getOneof returns the name and message of the field set in the oneof kind of w; "" and nil
+// when none is (or w is a nil message).
+func getOneof(w proto.Message) (name string, m proto.Message) {
+	r := w.ProtoReflect()
+	if !r.IsValid() {
+		return "", nil
+	}
+	fd := r.WhichOneof(r.Descriptor().Oneofs().ByName("kind"))
+	if fd == nil {
+		return "", nil
+	}
+	return string(fd.Name()), r.Get(fd).Message().Interface()
+}
+
+// kindField returns the field of the oneof kind of pb.Task named name.
+func kindField(name string) (protoreflect.FieldDescriptor, error) {
+	return oneofField(&pb.Task{}, "task kind", name)
+}
+
+// Wrap returns the pb.Task whose oneof kind holds m in the field name.
+func Wrap(name string, m proto.Message) (*pb.Task, error) {
 	t := &pb.Task{}
-	t.ProtoReflect().Set(fd, protoreflect.ValueOfMessage(m.ProtoReflect()))
+	if err := setOneof(t, "task kind", name, m); err != nil {
+		return nil, err
+	}
 	return t, nil
 }
 
@@ -131,12 +182,7 @@ func Unwrap(t *pb.Task) (name string, m proto.Message) {
 	if t == nil {
 		return "", nil
 	}
-	r := t.ProtoReflect()
-	fd := r.WhichOneof(kindOneof())
-	if fd == nil {
-		return "", nil
-	}
-	return string(fd.Name()), r.Get(fd).Message().Interface()
+	return getOneof(t)
 }
 
 // Cache names one of a decoder's caches of values built from messages (see Env).

@@ -18,7 +18,7 @@ import (
 // statsBits returns the deterministic encoding of a statistic: equal bytes mean equal bits.
 func statsBits(t *testing.T, s reduce.Stats) []byte {
 	t.Helper()
-	m, err := wire.EncodeStats(s)
+	m, err := tasks.EncodeStats(s)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -265,3 +265,79 @@ func decodeVOFTrig(_ Env, msg proto.Message) (engine.Task, error) {
 	g := &vof.TrigGrid{Dim: d, T1: t1, Additive: r.Additive, U1: r.U1, U2: r.U2}
 	return &VOFTrigTask{Grid: g, A: r.A, Transform: tf, FeatureGrad: r.FeatureGrad, Batch: b}, nil
 }
+
+// The statistics of the vof tasks: vof.KufStats (field vof_kuf of pb.Stats) and
+// vof.TrigStats (vof_trig). Their examples are what the kinds' examples compute on
+// SmallShard.
+func init() {
+	registerStat(newStat("vof_kuf", encodeKufStats, decodeKufStats, func() reduce.Stats { return exampleStats("vof_kuf") }))
+	registerStat(newStat("vof_trig", encodeTrigStats, decodeTrigStats, func() reduce.Stats { return exampleStats("vof_trig") }))
+}
+
+// exampleStats returns what the Example of the task kind computes on SmallShard.
+func exampleStats(kind string) reduce.Stats {
+	k, ok := Lookup(kind)
+	if !ok {
+		panic(fmt.Sprintf("tasks: no task kind %q", kind))
+	}
+	ref, tab := SmallShard()
+	s, err := k.Example().Map(context.Background(), ref, tab)
+	if err != nil {
+		panic(fmt.Sprintf("tasks: example statistics of %s: %v", kind, err))
+	}
+	return s
+}
+
+func encodeKufStats(s *vof.KufStats) (*pb.VOFKufStats, error) {
+	return &pb.VOFKufStats{M: int32(s.M), NShape: int32(s.NShape), N: int64(s.N),
+		Theta: s.Theta, Yy: s.YY, Ky: s.KY, Kk: s.KK, Dky: s.DKY, Dkk: s.DKK}, nil
+}
+
+func decodeKufStats(v *pb.VOFKufStats) (reduce.Stats, error) {
+	M, P := int(v.GetM()), int(v.GetNShape())
+	ky, kk, dky, dkk := v.GetKy(), v.GetKk(), v.GetDky(), v.GetDkk()
+	hasGrad := len(dky) > 0 || len(dkk) > 0
+	if M < 1 || P < 0 || v.GetN() < 0 || len(ky) != M || len(kk) != M*M || (hasGrad && (len(dky) != P*M || len(dkk) != P*M*M)) {
+		return nil, fmt.Errorf("VOF statistics of %d features and %d directions with %d, %d, %d and %d values", M, P, len(ky), len(kk), len(dky), len(dkk))
+	}
+	return &vof.KufStats{M: M, NShape: P, N: int(v.GetN()), Theta: v.GetTheta(), YY: v.GetYy(), KY: ky, KK: kk, DKY: dky, DKK: dkk}, nil
+}
+
+func encodeTrigStats(s *vof.TrigStats) (*pb.VOFTrigStats, error) {
+	vecs := func(blocks ...[4][]float64) []*pb.Vector {
+		var out []*pb.Vector
+		for _, b := range blocks {
+			out = append(out, vectors(b[:])...)
+		}
+		return out
+	}
+	return &pb.VOFTrigStats{T: int32(s.T), D: int32(s.Dim), Grid: s.Grid, N: int64(s.N), Yy: s.YY,
+		B: vecs(s.B), P: vecs(s.P), Xb: vecs(s.XB...), Xp: vecs(s.XP...)}, nil
+}
+
+func decodeTrigStats(v *pb.VOFTrigStats) (reduce.Stats, error) {
+	T, d := int(v.GetT()), int(v.GetD())
+	b, p, xb, xp := v.GetB(), v.GetP(), v.GetXb(), v.GetXp()
+	if T < 1 || d < 1 || v.GetN() < 0 || len(b) != 4 || len(p) != 4 || len(xb) != len(xp) || (len(xb) != 0 && len(xb) != 4*d) {
+		return nil, fmt.Errorf("TrigVOF statistics of %d frequencies in %d inputs with %d, %d, %d and %d blocks", T, d, len(b), len(p), len(xb), len(xp))
+	}
+	st := &vof.TrigStats{T: T, Dim: d, Grid: v.GetGrid(), N: int(v.GetN()), YY: v.GetYy()}
+	for i := 0; i < 4; i++ {
+		st.B[i], st.P[i] = b[i].GetValues(), p[i].GetValues()
+		if len(st.B[i]) != T || len(st.P[i]) != T*T {
+			return nil, fmt.Errorf("TrigVOF block %d has %d and %d values for %d frequencies", i, len(st.B[i]), len(st.P[i]), T)
+		}
+	}
+	if len(xb) > 0 {
+		st.XB, st.XP = make([][4][]float64, d), make([][4][]float64, d)
+		for k := 0; k < d; k++ {
+			for i := 0; i < 4; i++ {
+				st.XB[k][i], st.XP[k][i] = xb[4*k+i].GetValues(), xp[4*k+i].GetValues()
+				if len(st.XB[k][i]) != T || len(st.XP[k][i]) != T*T {
+					return nil, fmt.Errorf("TrigVOF moment block %d of input %d has %d and %d values for %d frequencies", i, k, len(st.XB[k][i]), len(st.XP[k][i]), T)
+				}
+			}
+		}
+	}
+	return st, nil
+}

@@ -19,6 +19,11 @@ const Auto = "auto"
 // "not escaped from the curse of dimensionality").
 const AutoMaxGLDim = 3
 
+// AutoSummary is one line on the automatic choice (chooseMethod), for help texts.
+func AutoSummary() string {
+	return fmt.Sprintf("exact for small n, gl for d <= %d when its grid fits max-features, grief otherwise", AutoMaxGLDim)
+}
+
 // chooseMethod picks the method for Spec.Method == "auto" from the row count n, the input
 // dimension d and the budgets, and says why:
 //

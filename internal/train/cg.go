@@ -91,6 +91,7 @@ func init() {
 		Summary:  "the exact GP by distributed conjugate gradients (BBMM-style, fixed or Russian-roulette truncation)",
 		Settings: func() proto.Message { return &pb.CGSettings{} },
 		Tasks:    []string{"moments", "sample", "rows", "kernel"},
+		Draws:    "probes and truncation lengths",
 		validate: validateCG,
 		train: func(ctx context.Context, r *run, eng engine.Engine, p *prepared) (*model.Model, error) {
 			return r.trainCG(ctx, eng, p)

@@ -11,5 +11,9 @@
 // for a method that does not have it is the one WrongMethod error.
 //
 // Adding a method touches its train file, its settings message in the JobSpec's settings
-// oneof (coordinator.proto, with the regenerated code), its model part and its tests.
+// oneof (coordinator.proto, with the regenerated code), its model part and its tests; a
+// method with map tasks of its own also adds their file in internal/tasks, which registers
+// the task kinds and their statistics, with their messages in types.proto. vof is the
+// example: train/vof.go, internal/vof and features/vof*.go, model/posterior_vof.go,
+// tasks/vof.go, VOFSettings and the VOF task and statistics messages.
 package train

@@ -96,6 +96,7 @@ func init() {
 		Summary:  "GP-GRIEF: one pass, then O(p) per iteration, for any d",
 		Settings: func() proto.Message { return &pb.GRIEFSettings{} },
 		Tasks:    []string{"moments", "sample", "distinct", "gram"},
+		Draws:    "subsample and MALA chain",
 		validate: validateGRIEF,
 		train: func(ctx context.Context, r *run, eng engine.Engine, p *prepared) (*model.Model, error) {
 			return r.trainGRIEF(ctx, eng, p)

@@ -80,6 +80,7 @@ func init() {
 		Summary:  "kernel machines by conjugate gradients: CG directions on (a subset of) the rows, no optimizer loop",
 		Settings: func() proto.Message { return &pb.KMCGSettings{} },
 		Tasks:    []string{"moments", "sample", "rows", "kernel"},
+		Draws:    "subset",
 		validate: validateKMCG,
 		train: func(ctx context.Context, r *run, eng engine.Engine, p *prepared) (*model.Model, error) {
 			return r.trainKMCG(ctx, eng, p)

@@ -27,6 +27,9 @@ type Method struct {
 	// Tasks are the kinds of map task the method runs, named as the fields of pb.Task's
 	// kind oneof ("moments", "gram", "rff", "rows", "distinct", "sample", "kernel").
 	Tasks []string
+	// Draws says what the job's seed draws for the method (rff: "frequencies"), for the help
+	// of --seed; empty when the method draws nothing of its own.
+	Draws string
 
 	// validate checks the method's settings (s.Settings is nil or of the Settings type) for d
 	// input columns (0: unknown); errors start with the setting's kebab-case name.

@@ -12,6 +12,34 @@ import (
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
 
+// protoOwners returns the cases of JobSpec's settings oneof whose message has the field
+// setting, sorted by name with auto last.
+func protoOwners(t *testing.T, setting string) []string {
+	t.Helper()
+	oneof := (&pb.JobSpec{}).ProtoReflect().Descriptor().Oneofs().ByName("settings")
+	if oneof == nil {
+		t.Fatal("pb.JobSpec has no settings oneof")
+	}
+	var out []string
+	auto := false
+	for i := 0; i < oneof.Fields().Len(); i++ {
+		fd := oneof.Fields().Get(i)
+		if fd.Message().Fields().ByName(protoreflect.Name(setting)) == nil {
+			continue
+		}
+		if string(fd.Name()) == Auto {
+			auto = true
+			continue
+		}
+		out = append(out, string(fd.Name()))
+	}
+	slices.Sort(out)
+	if auto {
+		out = append(out, Auto)
+	}
+	return out
+}
+
 // taskKinds are the map-task kinds, the fields of pb.Task's kind oneof.
 func taskKinds(t *testing.T) []string {
 	t.Helper()
@@ -87,17 +115,42 @@ func TestRegistry(t *testing.T) {
 }
 
 // TestWrongMethodError: a setting given for a method without it names the methods it
-// belongs to, the one message for flags, job files and the API.
+// belongs to, the one message for flags, job files and the API. The owners of a setting that
+// only the CG methods have are written out; those of settings that many methods share
+// (max_features, exact_max_rows) are read from the proto, the cases of JobSpec's settings
+// oneof whose message has the field, so that a new method with the setting needs no edit here.
 func TestWrongMethodError(t *testing.T) {
 	for _, c := range []struct{ setting, method, want string }{
 		{"cg_iters", "gl", "cg-iters: a setting of cg and kmcg; drop it for method gl"},
-		{"max_features", "exact", "max-features: a setting of gl, grief, rff, vof and auto; drop it for method exact"},
-		{"exact_max_rows", "cg", "exact-max-rows: a setting of exact, kmcg and auto; drop it for method cg"},
 		{"inference", "auto", "inference: a setting of grief; drop it for method auto"},
 	} {
 		err := WrongMethod(c.setting, c.method)
 		if err.Error() != c.want || !IsSettingError(err) {
 			t.Errorf("WrongMethod(%s, %s) = %q, want %q", c.setting, c.method, err, c.want)
+		}
+	}
+	for _, c := range []struct{ setting, flag, method string }{
+		{"max_features", "max-features", "exact"},
+		{"exact_max_rows", "exact-max-rows", "cg"},
+	} {
+		owners := protoOwners(t, c.setting)
+		if len(owners) < 3 || slices.Contains(owners, c.method) {
+			t.Fatalf("the proto gives %s to %v; the test needs a setting of three or more methods, not of %s", c.setting, owners, c.method)
+		}
+		err := WrongMethod(c.setting, c.method)
+		if !IsSettingError(err) {
+			t.Errorf("WrongMethod(%s, %s) = %v, not a SettingError", c.setting, c.method, err)
+		}
+		msg := err.Error()
+		prefix, suffix := c.flag+": a setting of ", "; drop it for method "+c.method
+		if !strings.HasPrefix(msg, prefix) || !strings.HasSuffix(msg, suffix) {
+			t.Errorf("WrongMethod(%s, %s) = %q, want %q ... %q", c.setting, c.method, msg, prefix, suffix)
+			continue
+		}
+		list := strings.TrimSuffix(strings.TrimPrefix(msg, prefix), suffix)
+		head, last, ok := strings.Cut(list, " and ")
+		if got := append(strings.Split(head, ", "), last); !ok || !slices.Equal(got, owners) {
+			t.Errorf("WrongMethod(%s, %s) names %q, want the owners %v (sorted, auto last) as \"a, b and c\"", c.setting, c.method, list, owners)
 		}
 	}
 	// The same error from a Spec whose settings are another method's.

@@ -36,6 +36,7 @@ func init() {
 		Summary:  "random Fourier features: a pass over the data per likelihood evaluation",
 		Settings: func() proto.Message { return &pb.RFFSettings{} },
 		Tasks:    []string{"moments", "sample", "rff"},
+		Draws:    "frequencies",
 		validate: validateRFF,
 		train: func(ctx context.Context, r *run, eng engine.Engine, p *prepared) (*model.Model, error) {
 			return r.trainRFF(ctx, eng, p)

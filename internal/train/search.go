@@ -1,8 +1,7 @@
 package train
 
 // The hyperparameter initialisation and search shared by every method that learns the kernel
-// hyperparameters theta = (log l_1..log l_d, log sigma_f^2, log sigma_n^2) (exact, gl, rff,
-// grief, cg, kmcg). The marginal likelihood of an ARD kernel has poor local optima: the
+// hyperparameters theta = (log l_1..log l_d, log sigma_f^2, log sigma_n^2). The marginal likelihood of an ARD kernel has poor local optima: the
 // all-noise optimum (sigma_n^2 near the target variance, the signal explaining nothing) and
 // optima with a relevant input switched off or an irrelevant one switched on. One local run
 // from a fixed start falls into them on data with many inputs. The search, step by step:

@@ -92,6 +92,7 @@ func init() {
 		Summary:  "variational orthogonal features (Hermite or TrigVOF): Kuu = I, map rounds of O(n M^2) statistics",
 		Settings: func() proto.Message { return &pb.VOFSettings{} },
 		Tasks:    []string{"moments", "sample", "vof_kuf", "vof_trig"},
+		Draws:    "minibatches and TrigVOF frequency grids",
 		validate: validateVOF,
 		train: func(ctx context.Context, r *run, eng engine.Engine, p *prepared) (*model.Model, error) {
 			return r.trainVOF(ctx, eng, p)

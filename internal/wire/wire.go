@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 
 	"google.golang.org/protobuf/proto"
@@ -13,7 +12,6 @@ import (
 	"github.com/gpreduce/gpreduce/internal/reduce"
 	"github.com/gpreduce/gpreduce/internal/shard"
 	"github.com/gpreduce/gpreduce/internal/tasks"
-	"github.com/gpreduce/gpreduce/internal/vof"
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
 
@@ -181,163 +179,13 @@ func (c *hashCache) touch(key [32]byte) {
 	}
 }
 
-// EncodeStats returns the message form of a shard statistic.
-func EncodeStats(s reduce.Stats) (*pb.Stats, error) {
-	switch s := s.(type) {
-	case *reduce.Gram:
-		return &pb.Stats{Kind: &pb.Stats_Gram{Gram: &pb.Gram{S: int32(s.S), G: s.G, B: s.B, Yy: s.YY, N: int64(s.N)}}}, nil
-	case *reduce.Moments:
-		return &pb.Stats{Kind: &pb.Stats_Moments{Moments: &pb.Moments{N: int64(s.N), Mean: s.Mean, M2: s.M2, Min: s.Min, Max: s.Max}}}, nil
-	case *reduce.Sum:
-		parts := make([]*pb.Vector, len(s.Parts))
-		for i, p := range s.Parts {
-			parts[i] = &pb.Vector{Values: p}
-		}
-		return &pb.Stats{Kind: &pb.Stats_Sum{Sum: &pb.Sum{Parts: parts, N: int64(s.N)}}}, nil
-	case *reduce.Rows:
-		return &pb.Stats{Kind: &pb.Stats_Rows{Rows: &pb.Rows{D: int32(s.D), X: s.X, Y: s.Y}}}, nil
-	case *reduce.Distinct:
-		if s.Cap < 0 || s.Cap > math.MaxInt32 {
-			return nil, fmt.Errorf("encode stats: distinct values with cap %d", s.Cap)
-		}
-		vals := make([]*pb.Vector, len(s.Values))
-		for i, v := range s.Values {
-			vals[i] = &pb.Vector{Values: v}
-		}
-		return &pb.Stats{Kind: &pb.Stats_Distinct{Distinct: &pb.Distinct{Cap: int32(s.Cap), Values: vals}}}, nil
-	case *reduce.Sample:
-		if s.K < 0 || s.K > math.MaxInt32 || s.D < 0 || s.D > math.MaxInt32 {
-			return nil, fmt.Errorf("encode stats: sample of %d rows of %d columns", s.K, s.D)
-		}
-		return &pb.Stats{Kind: &pb.Stats_Sample{Sample: &pb.Sample{K: int32(s.K), Keys: s.Keys, D: int32(s.D), X: s.X, Y: s.Y}}}, nil
-	case *vof.KufStats:
-		return &pb.Stats{Kind: &pb.Stats_VofKuf{VofKuf: &pb.VOFKufStats{M: int32(s.M), NShape: int32(s.NShape), N: int64(s.N),
-			Theta: s.Theta, Yy: s.YY, Ky: s.KY, Kk: s.KK, Dky: s.DKY, Dkk: s.DKK}}}, nil
-	case *vof.TrigStats:
-		vecs := func(blocks ...[4][]float64) []*pb.Vector {
-			var out []*pb.Vector
-			for _, b := range blocks {
-				for _, v := range b {
-					out = append(out, &pb.Vector{Values: v})
-				}
-			}
-			return out
-		}
-		return &pb.Stats{Kind: &pb.Stats_VofTrig{VofTrig: &pb.VOFTrigStats{T: int32(s.T), D: int32(s.Dim), Grid: s.Grid, N: int64(s.N), Yy: s.YY,
-			B: vecs(s.B), P: vecs(s.P), Xb: vecs(s.XB...), Xp: vecs(s.XP...)}}}, nil
-	}
-	return nil, fmt.Errorf("encode stats: %T has no wire form", s)
-}
+// EncodeStats returns the message form of a shard statistic (tasks.EncodeStats: the
+// statistics registry of package tasks).
+func EncodeStats(s reduce.Stats) (*pb.Stats, error) { return tasks.EncodeStats(s) }
 
-// DecodeStats checks the shapes of a statistic message and returns the statistic.
-func DecodeStats(m *pb.Stats) (reduce.Stats, error) {
-	switch k := m.GetKind().(type) {
-	case *pb.Stats_Gram:
-		g := k.Gram
-		s := int(g.S)
-		if s < 1 || len(g.G) != s*s || len(g.B) != s {
-			return nil, fmt.Errorf("decode stats: Gram of %d features with %d and %d values", s, len(g.G), len(g.B))
-		}
-		return &reduce.Gram{S: s, G: g.G, B: g.B, YY: g.Yy, N: int(g.N)}, nil
-	case *pb.Stats_Moments:
-		mm := k.Moments
-		c := len(mm.Mean)
-		if c == 0 || len(mm.M2) != c || len(mm.Min) != c || len(mm.Max) != c {
-			return nil, fmt.Errorf("decode stats: malformed moments")
-		}
-		return &reduce.Moments{N: int(mm.N), Mean: mm.Mean, M2: mm.M2, Min: mm.Min, Max: mm.Max}, nil
-	case *pb.Stats_Sum:
-		parts := make([][]float64, len(k.Sum.Parts))
-		for i, p := range k.Sum.Parts {
-			parts[i] = p.GetValues()
-			if parts[i] == nil {
-				parts[i] = []float64{}
-			}
-		}
-		return &reduce.Sum{Parts: parts, N: int(k.Sum.N)}, nil
-	case *pb.Stats_Rows:
-		r := k.Rows
-		if r.D < 1 || len(r.X) != len(r.Y)*int(r.D) {
-			return nil, fmt.Errorf("decode stats: %d values for %d rows of %d columns", len(r.X), len(r.Y), r.D)
-		}
-		return &reduce.Rows{D: int(r.D), X: r.X, Y: r.Y}, nil
-	case *pb.Stats_Distinct:
-		dm := k.Distinct
-		c := int(dm.Cap)
-		if c < 0 {
-			return nil, fmt.Errorf("decode stats: distinct values with cap %d", c)
-		}
-		vals := make([][]float64, len(dm.Values))
-		for j, v := range dm.Values {
-			vs := v.GetValues()
-			if len(vs) > c+1 {
-				return nil, fmt.Errorf("decode stats: distinct values: column %d holds %d values, more than cap+1 = %d", j, len(vs), c+1)
-			}
-			for i := 1; i < len(vs); i++ {
-				if !(vs[i] > vs[i-1]) {
-					return nil, fmt.Errorf("decode stats: distinct values: column %d is not strictly increasing", j)
-				}
-			}
-			if vs == nil {
-				vs = []float64{}
-			}
-			vals[j] = vs
-		}
-		return &reduce.Distinct{Cap: c, Values: vals}, nil
-	case *pb.Stats_Sample:
-		sm := k.Sample
-		kk, dd, n := int(sm.K), int(sm.D), len(sm.Keys)
-		if kk < 0 || dd < 0 || n > kk || len(sm.Y) != n || len(sm.X) != n*dd {
-			return nil, fmt.Errorf("decode stats: sample of at most %d rows of %d columns with %d keys, %d values and %d targets", kk, dd, n, len(sm.X), len(sm.Y))
-		}
-		for i, u := range sm.Keys {
-			if u != u || (i > 0 && u < sm.Keys[i-1]) {
-				return nil, fmt.Errorf("decode stats: sample keys are not in increasing order")
-			}
-		}
-		nz := func(v []float64) []float64 {
-			if v == nil {
-				return []float64{}
-			}
-			return v
-		}
-		return &reduce.Sample{K: kk, Keys: nz(sm.Keys), D: dd, X: nz(sm.X), Y: nz(sm.Y)}, nil
-	case *pb.Stats_VofKuf:
-		v := k.VofKuf
-		M, P := int(v.M), int(v.NShape)
-		hasGrad := len(v.Dky) > 0 || len(v.Dkk) > 0
-		if M < 1 || P < 0 || v.N < 0 || len(v.Ky) != M || len(v.Kk) != M*M || (hasGrad && (len(v.Dky) != P*M || len(v.Dkk) != P*M*M)) {
-			return nil, fmt.Errorf("decode stats: VOF statistics of %d features and %d directions with %d, %d, %d and %d values", M, P, len(v.Ky), len(v.Kk), len(v.Dky), len(v.Dkk))
-		}
-		return &vof.KufStats{M: M, NShape: P, N: int(v.N), Theta: v.Theta, YY: v.Yy, KY: v.Ky, KK: v.Kk, DKY: v.Dky, DKK: v.Dkk}, nil
-	case *pb.Stats_VofTrig:
-		v := k.VofTrig
-		T, d := int(v.T), int(v.D)
-		if T < 1 || d < 1 || v.N < 0 || len(v.B) != 4 || len(v.P) != 4 || len(v.Xb) != len(v.Xp) || (len(v.Xb) != 0 && len(v.Xb) != 4*d) {
-			return nil, fmt.Errorf("decode stats: TrigVOF statistics of %d frequencies in %d inputs with %d, %d, %d and %d blocks", T, d, len(v.B), len(v.P), len(v.Xb), len(v.Xp))
-		}
-		st := &vof.TrigStats{T: T, Dim: d, Grid: v.Grid, N: int(v.N), YY: v.Yy}
-		for i := 0; i < 4; i++ {
-			st.B[i], st.P[i] = v.B[i].GetValues(), v.P[i].GetValues()
-			if len(st.B[i]) != T || len(st.P[i]) != T*T {
-				return nil, fmt.Errorf("decode stats: TrigVOF block %d has %d and %d values for %d frequencies", i, len(st.B[i]), len(st.P[i]), T)
-			}
-		}
-		if len(v.Xb) > 0 {
-			st.XB, st.XP = make([][4][]float64, d), make([][4][]float64, d)
-			for kk := 0; kk < d; kk++ {
-				for i := 0; i < 4; i++ {
-					st.XB[kk][i], st.XP[kk][i] = v.Xb[4*kk+i].GetValues(), v.Xp[4*kk+i].GetValues()
-					if len(st.XB[kk][i]) != T || len(st.XP[kk][i]) != T*T {
-						return nil, fmt.Errorf("decode stats: TrigVOF moment block %d of input %d has %d and %d values for %d frequencies", i, kk, len(st.XB[kk][i]), len(st.XP[kk][i]), T)
-					}
-				}
-			}
-		}
-		return st, nil
-	}
-	return nil, fmt.Errorf("decode stats: unknown kind %T", m.GetKind())
-}
+// DecodeStats checks the shapes of a statistic message and returns the statistic
+// (tasks.DecodeStats: the statistics registry of package tasks).
+func DecodeStats(m *pb.Stats) (reduce.Stats, error) { return tasks.DecodeStats(m) }
 
 // EncodeRef returns the message form of a shard reference.
 func EncodeRef(r shard.Ref) *pb.ShardRef {

@@ -114,36 +114,6 @@ func TestTaskRoundTrip(t *testing.T) {
 	}
 }
 
-// TestSmallStatsRoundTrip: empty and edge-case Distinct and Sample statistics survive a round trip.
-func TestSmallStatsRoundTrip(t *testing.T) {
-	tests := []struct {
-		name string
-		s    reduce.Stats
-	}{
-		{"distinct empty columns", reduce.NewDistinct(3, 4)},
-		{"distinct no columns", reduce.NewDistinct(0, 4)},
-		{"distinct full", &reduce.Distinct{Cap: 2, Values: [][]float64{{-1, 0, 3}, {5}}}},
-		{"sample empty", reduce.NewSample(5, 2)},
-		{"sample no inputs", &reduce.Sample{K: 3, Keys: []float64{0.1, 0.1}, D: 0, X: []float64{}, Y: []float64{1, 2}}},
-		{"sample rows", &reduce.Sample{K: 2, Keys: []float64{0.1, 0.4}, D: 2, X: []float64{1, 2, 3, 4}, Y: []float64{5, 6}}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			m, err := EncodeStats(tc.s)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := DecodeStats(m)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(got, tc.s) {
-				t.Fatalf("got %+v, want %+v", got, tc.s)
-			}
-		})
-	}
-}
-
 // goodGRIEF returns the message of a valid 2-D GRIEF map.
 func goodGRIEF(t *testing.T) *pb.GRIEFMap {
 	t.Helper()
@@ -188,25 +158,6 @@ func TestDecodeRejectsMalformed(t *testing.T) {
 	for i, m := range bad {
 		if _, err := dec.DecodeTask(m); err == nil {
 			t.Errorf("malformed task %d accepted", i)
-		}
-	}
-	badStats := []*pb.Stats{
-		{},
-		{Kind: &pb.Stats_Gram{Gram: &pb.Gram{S: 2, G: []float64{1, 2, 3}, B: []float64{1, 2}}}},
-		{Kind: &pb.Stats_Moments{Moments: &pb.Moments{Mean: []float64{1}, M2: []float64{1}}}},
-		{Kind: &pb.Stats_Rows{Rows: &pb.Rows{D: 2, X: []float64{1, 2, 3}, Y: []float64{1}}}},
-		{Kind: &pb.Stats_Distinct{Distinct: &pb.Distinct{Cap: -1}}},
-		{Kind: &pb.Stats_Distinct{Distinct: &pb.Distinct{Cap: 1, Values: []*pb.Vector{{Values: []float64{1, 2, 3}}}}}},
-		{Kind: &pb.Stats_Distinct{Distinct: &pb.Distinct{Cap: 3, Values: []*pb.Vector{{Values: []float64{2, 1}}}}}},
-		{Kind: &pb.Stats_Sample{Sample: &pb.Sample{K: -1}}},
-		{Kind: &pb.Stats_Sample{Sample: &pb.Sample{K: 1, D: 1, Keys: []float64{1, 2}, X: []float64{1, 2}, Y: []float64{1, 2}}}},
-		{Kind: &pb.Stats_Sample{Sample: &pb.Sample{K: 3, D: 2, Keys: []float64{1}, X: []float64{1}, Y: []float64{1}}}},
-		{Kind: &pb.Stats_Sample{Sample: &pb.Sample{K: 3, D: 1, Keys: []float64{1}, X: []float64{1}, Y: nil}}},
-		{Kind: &pb.Stats_Sample{Sample: &pb.Sample{K: 3, D: 1, Keys: []float64{2, 1}, X: []float64{1, 2}, Y: []float64{1, 2}}}},
-	}
-	for i, m := range badStats {
-		if _, err := DecodeStats(m); err == nil {
-			t.Errorf("malformed stats %d accepted", i)
 		}
 	}
 }

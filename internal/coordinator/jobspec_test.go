@@ -71,7 +71,7 @@ func TestPlanFromSpecLegacyFields(t *testing.T) {
 		t.Errorf("auto: %v, %v", p.Spec.Settings, err)
 	}
 	_, err = planFromSpec(&pb.JobSpec{Method: "cg", Features: 64, Data: data})
-	if want := "spec.features: a setting of rff; drop it for method cg"; status.Code(err) != codes.InvalidArgument || status.Convert(err).Message() != want {
+	if want := "spec." + train.WrongMethod("features", "cg").Error(); status.Code(err) != codes.InvalidArgument || status.Convert(err).Message() != want {
 		t.Errorf("err %v, want %q", err, want)
 	}
 	_, err = planFromSpec(&pb.JobSpec{Method: "gl", NodesPerDim: []int32{3}, Settings: &pb.JobSpec_Gl{Gl: &pb.GLSettings{NodesPerDim: []int32{4}}}, Data: data})
@@ -159,7 +159,7 @@ func TestPlanFromSpecErrors(t *testing.T) {
 		{"odd features", &pb.JobSpec{Method: "rff", Features: 3, Data: data}, "spec.features:"},
 		{"negative features", &pb.JobSpec{Method: "rff", Features: -2, Data: data}, "spec.features: -2 is negative"},
 		{"negative max features", &pb.JobSpec{Method: "gl", Settings: &pb.JobSpec_Gl{Gl: &pb.GLSettings{MaxFeatures: -2}}, Data: data}, "spec.max_features: -2 is negative"},
-		{"features for gl", &pb.JobSpec{Method: "gl", Settings: &pb.JobSpec_Rff{Rff: &pb.RFFSettings{Features: 8}}, Data: data}, "spec.features: a setting of rff; drop it for method gl"},
+		{"features for gl", &pb.JobSpec{Method: "gl", Settings: &pb.JobSpec_Rff{Rff: &pb.RFFSettings{Features: 8}}, Data: data}, "spec." + train.WrongMethod("features", "gl").Error()},
 		{"nodes", &pb.JobSpec{Method: "gl", NodesPerDim: []int32{0}, Data: data}, "spec.nodes_per_dim:"},
 		{"box", &pb.JobSpec{Method: "gl", GlBox: []float64{-1}, Data: data}, "spec.gl_box:"},
 		{"shards", &pb.JobSpec{Method: "gl", Shards: -1, Data: data}, "spec.shards: -1 is negative"},

@@ -17,6 +17,7 @@ import (
 	"github.com/gpreduce/gpreduce/internal/engine"
 	"github.com/gpreduce/gpreduce/internal/model"
 	"github.com/gpreduce/gpreduce/internal/shard"
+	"github.com/gpreduce/gpreduce/internal/tasks"
 	"github.com/gpreduce/gpreduce/internal/train"
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
@@ -447,7 +448,7 @@ func newEvalCmd(e *env) *cobra.Command {
 	var sf specFlags
 	var rf runFlags
 	var of outputFlags
-	var modelOut string
+	var modelOut, kernelCache string
 	cmd := &cobra.Command{
 		Use:   "eval",
 		Short: "Train a method on training data and report RMSE, NLL, 95% coverage and times on test data",
@@ -478,7 +479,11 @@ func newEvalCmd(e *env) *cobra.Command {
 				pr = newProgress(e.errOut, e.tty)
 				obs = pr.observe
 			}
-			r, m, err := evaluate(cmd.Context(), spec, td, te, rf, obs)
+			ctx, err := withKernelCache(cmd.Context(), kernelCache)
+			if err != nil {
+				return err
+			}
+			r, m, err := evaluate(ctx, spec, td, te, rf, obs)
 			if pr != nil {
 				pr.done()
 			}
@@ -500,7 +505,34 @@ func newEvalCmd(e *env) *cobra.Command {
 	rf.register(cmd)
 	of.register(cmd)
 	cmd.Flags().StringVar(&modelOut, "model-out", "", "also write the trained model to this file")
+	cmd.Flags().StringVar(&kernelCache, "kernel-cache-size", "", fmt.Sprintf(
+		"cg: memory for the kernel blocks of one hyperparameter value (bytes, or with a KiB, MiB, GiB or TiB suffix; none: form them for every product; default: 1/%d of the machine's memory, now %s); never changes the result",
+		tasks.KernelCacheMemoryShare, fmtSize(tasks.DefaultKernelCacheBytes())))
 	return cmd
+}
+
+// withKernelCache returns ctx carrying the --kernel-cache-size budget (tasks.WithKernelCacheBytes),
+// or ctx itself for the default.
+func withKernelCache(ctx context.Context, size string) (context.Context, error) {
+	switch strings.TrimSpace(size) {
+	case "":
+		return ctx, nil
+	case "none", "0":
+		return tasks.WithKernelCacheBytes(ctx, -1), nil
+	}
+	b, err := parseSize(size)
+	if err != nil {
+		return nil, fmt.Errorf("--kernel-cache-size: %w; or none", err)
+	}
+	return tasks.WithKernelCacheBytes(ctx, b), nil
+}
+
+// fmtSize writes a byte count in GiB or MiB.
+func fmtSize(b int64) string {
+	if b >= 1<<30 {
+		return fmt.Sprintf("%.1fGiB", float64(b)/(1<<30))
+	}
+	return fmt.Sprintf("%dMiB", b>>20)
 }
 
 func printResult(w io.Writer, r *evalResult) {

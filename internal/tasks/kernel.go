@@ -6,8 +6,9 @@ package tasks
 // V, the bilinear forms a^T (dK/dtheta) b summed over its rows, or selected columns of its
 // rows of K. Every shard needs all of X, which the KernelOp carries; a process decodes it once
 // per hyperparameter value (the decoder caches it by hash, OpCache) and keeps each shard's
-// kernel block in memory while it fits under KernelOp.CacheBytes, so the many products of one
-// CG run cost one kernel evaluation per entry.
+// kernel block in memory while the op's blocks fit its budget (KernelOp.CacheBytes, else the
+// context's WithKernelCacheBytes, else DefaultKernelCacheBytes: a quarter of the machine's
+// memory), so the many products of one CG run cost one kernel evaluation per entry.
 
 import (
 	"context"
@@ -24,11 +25,70 @@ import (
 	"github.com/gpreduce/gpreduce/internal/shard"
 )
 
-// DefaultKernelCacheBytes bounds the kernel blocks one KernelOp keeps in one process (1 GiB).
-const DefaultKernelCacheBytes = 1 << 30
+// FallbackKernelCacheBytes is the kernel-block budget when the machine's memory cannot be
+// read (1 GiB).
+const FallbackKernelCacheBytes = 1 << 30
 
-// kernelBlockRows is how many rows of K are formed at a time when a shard's block is not cached.
-const kernelBlockRows = 128
+// KernelCacheMemoryShare is the share of the machine's memory (the smaller of the physical
+// memory and the cgroup's limit) that one KernelOp may fill with kernel blocks by default: a
+// quarter. A worker's decoder keeps the ops of the two latest hyperparameter values, so the
+// kernel blocks of a worker take at most half the memory by default.
+const KernelCacheMemoryShare = 4
+
+// DefaultKernelCacheBytes is the kernel-block budget of one KernelOp when neither the op nor
+// the context sets one: 1/KernelCacheMemoryShare of the machine's memory (machineMemory), or
+// FallbackKernelCacheBytes when that cannot be read. It is read once per process.
+var DefaultKernelCacheBytes = sync.OnceValue(func() int64 {
+	if m := machineMemory(); m > 0 {
+		return m / KernelCacheMemoryShare
+	}
+	return FallbackKernelCacheBytes
+})
+
+// kernelCacheKey is the context key of WithKernelCacheBytes.
+type kernelCacheKey struct{}
+
+// WithKernelCacheBytes returns ctx carrying the kernel-block budget of the KernelOps whose
+// tasks run under it (a process setting: eval's --kernel-cache-size); b < 0 keeps no blocks.
+// An op's own CacheBytes, when set, takes precedence.
+func WithKernelCacheBytes(ctx context.Context, b int64) context.Context {
+	return context.WithValue(ctx, kernelCacheKey{}, b)
+}
+
+// kernelCacheBytes is the budget for op's blocks under ctx: the op's CacheBytes, else the
+// context's (WithKernelCacheBytes), else DefaultKernelCacheBytes.
+func kernelCacheBytes(ctx context.Context, op *KernelOp) int64 {
+	if op.CacheBytes != 0 {
+		return op.CacheBytes
+	}
+	if b, ok := ctx.Value(kernelCacheKey{}).(int64); ok && b != 0 {
+		return b
+	}
+	return DefaultKernelCacheBytes()
+}
+
+// Row chunks of the kernel products. A shard's rows are taken in chunks: formed on the fly
+// (when the shard's block is not cached) chunkBytes of K at a time, and multiplied one chunk
+// per linalg.Gemm call, so that the product's packing and goroutines are paid per chunk, not
+// per 128 rows. The bits do not depend on the chunks: an entry of K depends only on its two
+// rows (kernel.Family.ScaledBlock) and a Gemm's only on its fixed inner panel (linalg), so a
+// cached block and rows formed on the fly give the same products.
+const (
+	// chunkBytes bounds the kernel rows formed at once and a chunk's product rows (64 MiB).
+	chunkBytes = 64 << 20
+	// chunkQuantum is the granularity of a chunk's rows: a multiple of the kernel tile's 64
+	// rows, the product's 96-row tasks and quadRows, so that full chunks split evenly.
+	chunkQuantum = 768
+	// quadRows is the rows of the sub-chunks of KernelQuad's transposed products.
+	quadRows = 384
+)
+
+// chunkRows is the rows of a chunk whose rows hold rowValues float64 each: as many as fit in
+// chunkBytes, in multiples of chunkQuantum (at least one quantum), and at most rows.
+func chunkRows(rows, rowValues int) int {
+	r := chunkBytes / 8 / max(rowValues, 1) / chunkQuantum * chunkQuantum
+	return max(1, min(rows, max(r, chunkQuantum)))
+}
 
 // KernelOp is the kernel matrix K = k(X, X) of the standardized training inputs X (n x d,
 // row-major, rows in shard order) at one hyperparameter value. Shard i owns rows
@@ -39,11 +99,12 @@ type KernelOp struct {
 	Kernel     kernel.Kernel
 	X          []float64
 	Offsets    []int
-	CacheBytes int64 // kernel-block budget in this process; 0 means DefaultKernelCacheBytes, < 0 none
+	CacheBytes int64 // kernel-block budget in this process; 0: the context's, else DefaultKernelCacheBytes; < 0 none
 
 	mu     sync.Mutex
 	blocks map[int][]float64
 	used   int64
+	spare  [][]float64 // memory of a recycled op's blocks (Recycle), taken by new blocks
 
 	scaleOnce sync.Once
 	scaled    []float64 // X with column k divided by lengthscale k
@@ -139,12 +200,8 @@ func (o *KernelOp) fillWith(lo, rows int, idx []int, dst []float64, v kernel.Blo
 }
 
 // block returns shard index's cached kernel block (rows x n), forming and caching it when it
-// fits in the budget; nil means the caller forms rows on the fly.
-func (o *KernelOp) block(index, lo, rows int) []float64 {
-	limit := o.CacheBytes
-	if limit == 0 {
-		limit = DefaultKernelCacheBytes
-	}
+// fits in the budget limit (< 0: none); nil means the caller forms rows on the fly.
+func (o *KernelOp) block(limit int64, index, lo, rows int) []float64 {
 	size := int64(rows) * int64(o.N()) * 8
 	o.mu.Lock()
 	if b, ok := o.blocks[index]; ok {
@@ -156,9 +213,12 @@ func (o *KernelOp) block(index, lo, rows int) []float64 {
 		return nil
 	}
 	o.used += size // reserve before computing, so concurrent shards respect the budget
+	b := o.takeSpare(rows * o.N())
 	o.mu.Unlock()
-	b := make([]float64, rows*o.N())
-	o.fill(lo, rows, b)
+	if b == nil {
+		b = make([]float64, rows*o.N())
+	}
+	o.fill(lo, rows, b) // overwrites every value of a recycled slice
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.blocks == nil {
@@ -166,10 +226,53 @@ func (o *KernelOp) block(index, lo, rows int) []float64 {
 	}
 	if old, ok := o.blocks[index]; ok { // another task formed it meanwhile
 		o.used -= size
+		o.spare = append(o.spare, b)
 		return old
 	}
 	o.blocks[index] = b
 	return b
+}
+
+// takeSpare returns a recycled slice of length size (the smallest that fits), or nil; o.mu
+// is held.
+func (o *KernelOp) takeSpare(size int) []float64 {
+	best := -1
+	for i, b := range o.spare {
+		if cap(b) >= size && (best < 0 || cap(b) < cap(o.spare[best])) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return nil
+	}
+	b := o.spare[best][:size]
+	o.spare = append(o.spare[:best], o.spare[best+1:]...)
+	return b
+}
+
+// Recycle hands the memory of prev's kernel blocks (and of the blocks prev itself recycled
+// but did not use) to o, whose blocks reuse it before allocating: a CG run forms a new
+// op's blocks, often GiBs, at every hyperparameter value, and fresh memory of that size costs
+// page faults and zeroing at every step. prev keeps no blocks afterwards (a later task of
+// prev forms its rows again); no task of prev may be running. Reuse never changes a result:
+// a block's every value is written when it is formed.
+func (o *KernelOp) Recycle(prev *KernelOp) {
+	if prev == nil || prev == o {
+		return
+	}
+	prev.mu.Lock()
+	var bufs [][]float64
+	for i := 0; i+1 < len(prev.Offsets); i++ { // in shard order, so the hand-over is deterministic
+		if b, ok := prev.blocks[i]; ok {
+			bufs = append(bufs, b)
+		}
+	}
+	bufs = append(bufs, prev.spare...)
+	prev.blocks, prev.used, prev.spare = nil, 0, nil
+	prev.mu.Unlock()
+	o.mu.Lock()
+	o.spare = append(o.spare, bufs...)
+	o.mu.Unlock()
 }
 
 // KernelTaskKind selects what a KernelTask computes.
@@ -262,7 +365,7 @@ func (t *KernelTask) Map(ctx context.Context, ref shard.Ref, tab *shard.Table) (
 	case KernelMVM:
 		return t.mvm(ctx, ref.Index, lo, rows)
 	case KernelQuad:
-		return t.quad(ctx, lo, rows)
+		return t.quad(ctx, ref.Index, lo, rows)
 	}
 	return t.cols(lo, rows), nil
 }
@@ -279,21 +382,23 @@ func (t *KernelTask) mvm(ctx context.Context, index, lo, rows int) (reduce.Stats
 	if len(t.Idx) > 0 {
 		m = len(t.Idx)
 	} else {
-		cached = t.Op.block(index, lo, rows)
+		cached = t.Op.block(kernelCacheBytes(ctx, t.Op), index, lo, rows)
 	}
 	// V is m x k column-major, which is the row-major k x m matrix V^T. The product runs over
-	// blocks of kernelBlockRows rows whether the shard's kernel block is cached or formed on the
-	// fly, so both give the same bits (which shards a process caches depends on its memory).
+	// chunks of rows (chunkRows: of the formed rows of K when not cached, of the output when
+	// cached); both give the same bits (which shards a process caches depends on its memory).
 	vt := blas64.General{Rows: k, Cols: m, Stride: m, Data: t.V}
 	var buf []float64
+	bs := chunkRows(rows, k)
 	if cached == nil {
-		buf = make([]float64, min(rows, kernelBlockRows)*m)
+		bs = chunkRows(rows, m)
+		buf = make([]float64, bs*m)
 	}
-	for r0 := 0; r0 < rows; r0 += kernelBlockRows {
+	for r0 := 0; r0 < rows; r0 += bs {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		nr := min(kernelBlockRows, rows-r0)
+		nr := min(bs, rows-r0)
 		kb := buf
 		switch {
 		case cached != nil:
@@ -314,15 +419,28 @@ func (t *KernelTask) mvm(ctx context.Context, index, lo, rows int) (reduce.Stats
 // differences (xs = X / l) and Q_im = sigma_f^2 q(r_im) (kernel.Family.ProfileGrad),
 //
 //	dK_im/dlog l_j = Q_im t_j^2,   dK/dlog sigma_f^2 = K,
-//	sum_m dK_im/dlog l_j b_m = xs_ij^2 (Q b)_i - 2 xs_ij (Q (xs_j .* b))_i + (Q (xs_j^2 .* b))_i,
+//	sum_{i in S} a_i sum_m dK_im/dlog l_j b_m
+//	  = sum_{i in S} a_i [xs_ij^2 (Q b)_i - 2 xs_ij (Q (xs_j .* b))_i] + sum_m (Q_S^T a_S)_m xs_mj^2 b_m,
 //
-// so one product of each block of Q rows with the n x (2d+1)k matrix [b, xs_j .* b, xs_j^2 .* b]
-// gives every lengthscale form (for RBF, Q = K also gives K b).
-func (t *KernelTask) quad(ctx context.Context, lo, rows int) (reduce.Stats, error) {
+// S the shard's rows (the last term is the first one's mirror, Q being symmetric). So one
+// product of each chunk of Q's rows with the n x (d+1)k matrix [b, xs_j .* b] and one of its
+// transpose with the chunk's a give every lengthscale form (for RBF, Q = K also gives K b),
+// at (d+2)k columns per entry of Q where [b, xs_j .* b, xs_j^2 .* b] took (2d+1)k. The
+// transposed products run over fixed sub-chunks of quadRows rows, summed in row order, so
+// that their bits do not depend on the chunks a process forms (cached or not). The rows of K
+// come from the shard's cached kernel block when it is cached (for RBF, so do those of Q,
+// whose entries have the same bits as K's: kernel.Family.ScaledBlock), else they are formed
+// on the fly.
+func (t *KernelTask) quad(ctx context.Context, index, lo, rows int) (reduce.Stats, error) {
 	n, k, d := t.Op.N(), t.K, t.Op.Kernel.Dim()
-	np, w := d+1, 2*d+1
+	np, w := d+1, d+1
 	xs := t.Op.scaledX()
-	// Bext row-major n x (w k): column c*w is b_c, c*w+1+j is xs_j .* b_c, c*w+1+d+j is xs_j^2 .* b_c.
+	rbf := t.Op.Kernel.Family == kernel.RBF
+	sum := make([]float64, k*np)
+	if rows == 0 {
+		return &reduce.Sum{Parts: [][]float64{sum}, N: 0}, nil
+	}
+	// Bext row-major n x (w k): column c*w is b_c, c*w+1+j is xs_j .* b_c.
 	bext := make([]float64, n*w*k)
 	for m := 0; m < n; m++ {
 		row := bext[m*w*k : (m+1)*w*k]
@@ -333,55 +451,100 @@ func (t *KernelTask) quad(ctx context.Context, lo, rows int) (reduce.Stats, erro
 			col[0] = b
 			for j, v := range xm {
 				col[1+j] = v * b
-				col[1+d+j] = v * v * b
 			}
 		}
 	}
-	rbf := t.Op.Kernel.Family == kernel.RBF
-	sum := make([]float64, k*np)
-	if rows == 0 {
-		return &reduce.Sum{Parts: [][]float64{sum}, N: 0}, nil
+	// as: the shard's rows of A, row-major rows x k, for the transposed products.
+	as := make([]float64, rows*k)
+	for i := 0; i < rows; i++ {
+		for c := 0; c < k; c++ {
+			as[i*k+c] = t.A[c*n+lo+i]
+		}
 	}
-	bs := min(rows, kernelBlockRows)
-	qb := make([]float64, bs*n)
+	cached := t.Op.block(kernelCacheBytes(ctx, t.Op), index, lo, rows)
+	bs := chunkRows(rows, w*k)
+	if cached == nil {
+		bs = chunkRows(rows, max(n, w*k))
+	}
 	cq := make([]float64, bs*w*k)
-	var kb, ck []float64
+	qta := make([]float64, n*k) // Q_S^T a_S, row-major n x k
+	part := make([]float64, n*k)
+	var qb, kb, ck []float64
+	if cached == nil || !rbf {
+		qb = make([]float64, bs*n)
+	}
 	if !rbf {
-		kb, ck = make([]float64, bs*n), make([]float64, bs*k)
+		ck = make([]float64, bs*k)
+		if cached == nil {
+			kb = make([]float64, bs*n)
+		}
 	}
 	Bm := blas64.General{Rows: n, Cols: w * k, Stride: w * k, Data: bext}
 	bt := blas64.General{Rows: k, Cols: n, Stride: n, Data: t.B}
-	for r0 := 0; r0 < rows; r0 += kernelBlockRows {
+	for r0 := 0; r0 < rows; r0 += bs {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		nr := min(kernelBlockRows, rows-r0)
-		t.Op.fillQ(lo+r0, nr, qb)
-		linalg.Gemm(blas.NoTrans, blas.NoTrans, 1, blas64.General{Rows: nr, Cols: n, Stride: n, Data: qb[:nr*n]}, Bm,
+		nr := min(bs, rows-r0)
+		var krows []float64 // rows r0..r0+nr-1 of the shard's K
+		if cached != nil {
+			krows = cached[r0*n : (r0+nr)*n]
+		}
+		qrows := krows
+		if qrows == nil || !rbf {
+			t.Op.fillQ(lo+r0, nr, qb)
+			qrows = qb[:nr*n]
+		}
+		linalg.Gemm(blas.NoTrans, blas.NoTrans, 1, blas64.General{Rows: nr, Cols: n, Stride: n, Data: qrows}, Bm,
 			0, blas64.General{Rows: nr, Cols: w * k, Stride: w * k, Data: cq[:nr*w*k]})
+		for s0 := 0; s0 < nr; s0 += quadRows { // chunks are multiples of quadRows
+			sr := min(quadRows, nr-s0)
+			linalg.Gemm(blas.Trans, blas.NoTrans, 1, blas64.General{Rows: sr, Cols: n, Stride: n, Data: qrows[s0*n : (s0+sr)*n]},
+				blas64.General{Rows: sr, Cols: k, Stride: k, Data: as[(r0+s0)*k : (r0+s0+sr)*k]},
+				0, blas64.General{Rows: n, Cols: k, Stride: k, Data: part})
+			for i, v := range part {
+				qta[i] += v
+			}
+		}
 		if !rbf {
-			t.Op.fill(lo+r0, nr, kb)
-			linalg.Gemm(blas.NoTrans, blas.Trans, 1, blas64.General{Rows: nr, Cols: n, Stride: n, Data: kb[:nr*n]}, bt,
+			if krows == nil {
+				t.Op.fill(lo+r0, nr, kb)
+				krows = kb[:nr*n]
+			}
+			linalg.Gemm(blas.NoTrans, blas.Trans, 1, blas64.General{Rows: nr, Cols: n, Stride: n, Data: krows}, bt,
 				0, blas64.General{Rows: nr, Cols: k, Stride: k, Data: ck[:nr*k]})
 		}
 		for i := 0; i < nr; i++ {
 			gi := lo + r0 + i
 			xi := xs[gi*d : (gi+1)*d]
 			for c := 0; c < k; c++ {
-				a := t.A[c*n+gi]
+				a := as[(r0+i)*k+c]
 				if a == 0 {
 					continue
 				}
 				cc := cq[(i*k+c)*w : (i*k+c+1)*w]
 				s := sum[c*np : (c+1)*np]
 				for j, v := range xi {
-					s[j] += a * (v*v*cc[0] - 2*v*cc[1+j] + cc[1+d+j])
+					s[j] += a * (v*v*cc[0] - 2*v*cc[1+j])
 				}
 				if rbf {
 					s[d] += a * cc[0]
 				} else {
 					s[d] += a * ck[i*k+c]
 				}
+			}
+		}
+	}
+	for m := 0; m < n; m++ {
+		xm := xs[m*d : (m+1)*d]
+		for c := 0; c < k; c++ {
+			g := qta[m*k+c] * t.B[c*n+m]
+			if g == 0 {
+				continue
+			}
+			s := sum[c*np : (c+1)*np]
+			for j, v := range xm {
+				s[j] += g * v * v
 			}
 		}
 	}

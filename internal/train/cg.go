@@ -47,6 +47,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"sync"
 
 	"gonum.org/v1/gonum/floats"
 	"gonum.org/v1/gonum/mat"
@@ -254,6 +255,9 @@ type cgProblem struct {
 	// basisProbes replaces the random probes by sqrt(n) e_1..sqrt(n) e_n, which makes the
 	// trace and SLQ terms exact (tests only; needs no preconditioner).
 	basisProbes bool
+	// last is the kernel op of the latest hyperparameter value, whose kernel-block memory the
+	// next value's op reuses (tasks.KernelOp.Recycle).
+	last *tasks.KernelOp
 }
 
 // gatherRows collects the standardized rows in shard order and each shard's first row.
@@ -291,10 +295,15 @@ func newCGProblem(ctx context.Context, eng engine.Engine, p *prepared, fam kerne
 	return c, nil
 }
 
-// operator returns K_hat at log-hyperparameters theta as a distributed operator.
+// operator returns K_hat at log-hyperparameters theta as a distributed operator. Its kernel
+// op takes over the kernel-block memory of the previous value's op (on the local engine,
+// where the ops cache the blocks), which is not used again: every step and the posterior
+// make a new operator and drop the old one.
 func (c *cgProblem) operator(theta []float64) (*kernelOperator, model.Hyper) {
 	h := hyperOf(theta, c.d)
 	op := &tasks.KernelOp{Kernel: kernel.Kernel{Family: c.fam, Lengthscales: h.Lengthscales, SignalVariance: h.SignalVariance}, X: c.x, Offsets: c.offsets}
+	op.Recycle(c.last)
+	c.last = op
 	return &kernelOperator{ctx: c.ctx, eng: c.eng, op: op, noise: h.NoiseVariance}, h
 }
 
@@ -513,15 +522,38 @@ type cgPosterior struct {
 
 // posterior solves for alpha = K_hat^-1 y to the prediction tolerance, estimates the log
 // marginal likelihood by SLQ on the same batched run (with the standard error over the
-// probes), and builds the variance cache (varianceCache).
+// probes), and builds the variance cache (varianceCache). The solve and the cache's Lanczos
+// steps run side by side and share K_hat's products (jointOperator): every product of the
+// batched solve carries a Lanczos vector too, at about the cost of the solve's columns
+// alone, so the cache costs products only for the steps beyond the solve's iterations.
 func (c *cgProblem) posterior(theta []float64, rng *rand.Rand, obs Observer) (*cgPosterior, error) {
-	post, alpha, kop, err := c.solveMean(theta, rng, obs)
+	bt, err := c.batch(theta, rng)
 	if err != nil {
 		return nil, err
 	}
-	vc, err := varianceCache(kop, c.y, c.spec.Seed, int(c.cg.GetVarianceRank()), obs)
-	if err != nil {
-		return nil, err
+	kop := bt.kop
+	j := &jointOperator{base: kop, live: 2}
+	var (
+		post          *cgPosterior
+		alpha         []float64
+		vc            *lanczosCache
+		errMean, errV error
+		wg            sync.WaitGroup
+	)
+	wg.Go(func() {
+		defer j.leave()
+		post, alpha, errMean = c.solveMeanOn(bt, j, obs)
+	})
+	wg.Go(func() {
+		defer j.leave()
+		vc, errV = varianceCacheOn(kop, j, c.y, c.spec.Seed, int(c.cg.GetVarianceRank()), obs)
+	})
+	wg.Wait()
+	if errMean != nil {
+		return nil, errMean
+	}
+	if errV != nil {
+		return nil, errV
 	}
 	post.warnings = append(post.warnings, vc.warnings...)
 	post.pred = &solver.ExpansionPredictor{Kernel: kop.op.Kernel, X: c.x, D: c.d, Alpha: alpha, Minus: vc.minus, RMinus: vc.rank}
@@ -535,19 +567,29 @@ func (c *cgProblem) posterior(theta []float64, rng *rand.Rand, obs Observer) (*c
 // the tolerance), and the warnings that it is an estimate and, if so, that the solve did not
 // converge. It returns K_hat as an operator for the variance cache.
 func (c *cgProblem) solveMean(theta []float64, rng *rand.Rand, obs Observer) (*cgPosterior, []float64, *kernelOperator, error) {
-	n := c.n
 	bt, err := c.batch(theta, rng)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	kop, pre, t, B, pz := bt.kop, bt.pre, bt.t, bt.B, bt.pz
+	post, alpha, err := c.solveMeanOn(bt, bt.kop, obs)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return post, alpha, bt.kop, nil
+}
+
+// solveMeanOn is solveMean on the batch bt, with K_hat's products taken through op (bt.kop,
+// or a jointOperator over it).
+func (c *cgProblem) solveMeanOn(bt *cgBatch, op solver.Operator, obs Observer) (*cgPosterior, []float64, error) {
+	n := c.n
+	pre, t, B, pz := bt.pre, bt.t, bt.B, bt.pz
 	tol := c.cg.GetCgTol()
 	if tol == 0 { // kmcg's cg-tol is its CG stopping rule, not passed here
 		tol = DefaultCGPredictTol
 	}
-	res, err := solver.BatchPCG(kop, B, t+1, pre, MaxCGPredictIters, tol)
+	res, err := solver.BatchPCG(op, B, t+1, pre, MaxCGPredictIters, tol)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	post := &cgPosterior{}
 	if !res.Converged[t] {
@@ -558,7 +600,7 @@ func (c *cgProblem) solveMean(theta []float64, rng *rand.Rand, obs Observer) (*c
 	alpha := append([]float64(nil), res.X[t*n:]...)
 	ld, se, err := c.slqLogDetSE(res, B, pz, t, pre)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	post.lml = -0.5 * (floats.Dot(c.y, alpha) + ld + float64(n)*math.Log(2*math.Pi))
 	post.se = 0.5 * se
@@ -567,7 +609,7 @@ func (c *cgProblem) solveMean(theta []float64, rng *rand.Rand, obs Observer) (*c
 			"the log likelihood %.6g is a stochastic Lanczos quadrature estimate from %d probes, ± %.2g (one standard error); raise --probes to narrow it",
 			post.lml, t, post.se)})
 	}
-	return post, alpha, kop, nil
+	return post, alpha, nil
 }
 
 const (
@@ -612,6 +654,12 @@ type lanczosCache struct {
 // cache keeps prediction at O(n (d + rank)) per row for any later input, with the rank the
 // data need.
 func varianceCache(kop *kernelOperator, y []float64, seed uint64, rank int, obs Observer) (*lanczosCache, error) {
+	return varianceCacheOn(kop, kop, y, seed, rank, obs)
+}
+
+// varianceCacheOn is varianceCache with the Lanczos steps' products taken through op (kop,
+// or a jointOperator over it).
+func varianceCacheOn(kop *kernelOperator, op solver.Operator, y []float64, seed uint64, rank int, obs Observer) (*lanczosCache, error) {
 	n := kop.Dim()
 	maxRank := rank
 	if maxRank == 0 {
@@ -637,7 +685,7 @@ func varianceCache(kop *kernelOperator, y []float64, seed uint64, rank int, obs 
 		mon.Step(j, q, diag, off)
 		return adaptive && mon.Gap() <= VarianceGapTol
 	}
-	Q, diag, off, rk, err := solver.LanczosBasis(kop, y, maxRank, 1e-10, stop)
+	Q, diag, off, rk, err := solver.LanczosBasis(op, y, maxRank, 1e-10, stop)
 	if err != nil {
 		return nil, fmt.Errorf("variance cache: %w", err)
 	}
@@ -656,4 +704,80 @@ func varianceCache(kop *kernelOperator, y []float64, seed uint64, rank int, obs 
 			rk, 100*vc.gap, len(idx))})
 	}
 	return vc, nil
+}
+
+// jointOperator lets the live processes (goroutines) that share K_hat run their products
+// together: a process's MulVecs waits until every live process has asked for one, then one
+// map round computes all their columns, and each gets its own back. A column of K V has the
+// same bits whatever columns it is computed with (each entry sums over its own column only,
+// in linalg's fixed order; the noise term is per column), so the grouping never changes a
+// result; it only saves products, which are memory bound with few columns. A process calls
+// leave when it is done, after which the others no longer wait for it.
+type jointOperator struct {
+	base *kernelOperator
+	mu   sync.Mutex
+	live int
+	reqs []*jointRequest
+}
+
+// jointRequest is one process's pending product.
+type jointRequest struct {
+	dst, src []float64
+	k        int
+	done     chan error
+}
+
+func (j *jointOperator) Dim() int { return j.base.Dim() }
+
+// MulVecs writes dst = K_hat src for k columns, in one product with the other live
+// processes' requests.
+func (j *jointOperator) MulVecs(dst, src []float64, k int) error {
+	r := &jointRequest{dst: dst, src: src, k: k, done: make(chan error, 1)}
+	j.mu.Lock()
+	j.reqs = append(j.reqs, r)
+	j.flush()
+	j.mu.Unlock()
+	return <-r.done
+}
+
+// leave marks a process as finished and runs the others' requests if they were waiting
+// for it.
+func (j *jointOperator) leave() {
+	j.mu.Lock()
+	j.live--
+	j.flush()
+	j.mu.Unlock()
+}
+
+// flush runs the pending requests as one product once every live process has one (j.mu is
+// held; every other live process is waiting for its request, so none contends).
+func (j *jointOperator) flush() {
+	if len(j.reqs) == 0 || len(j.reqs) < j.live {
+		return
+	}
+	reqs := j.reqs
+	j.reqs = nil
+	if len(reqs) == 1 {
+		r := reqs[0]
+		r.done <- j.base.MulVecs(r.dst, r.src, r.k)
+		return
+	}
+	n, total := j.base.Dim(), 0
+	for _, r := range reqs {
+		total += r.k
+	}
+	src := make([]float64, 0, n*total)
+	for _, r := range reqs {
+		src = append(src, r.src[:n*r.k]...)
+	}
+	dst := make([]float64, n*total)
+	err := j.base.MulVecs(dst, src, total)
+	off := 0
+	for _, r := range reqs {
+		if err == nil {
+			copy(r.dst[:n*r.k], dst[off:off+n*r.k])
+		}
+		off += n * r.k
+		r.done <- err
+	}
 }

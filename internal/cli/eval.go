@@ -514,17 +514,27 @@ func newEvalCmd(e *env) *cobra.Command {
 // withKernelCache returns ctx carrying the --kernel-cache-size budget (tasks.WithKernelCacheBytes),
 // or ctx itself for the default.
 func withKernelCache(ctx context.Context, size string) (context.Context, error) {
+	b, err := parseKernelCache(size)
+	if err != nil || b == 0 {
+		return ctx, err
+	}
+	return tasks.WithKernelCacheBytes(ctx, b), nil
+}
+
+// parseKernelCache reads a --kernel-cache-size value: 0 for the default (""), -1 for none
+// ("none" or "0"), else the size in bytes.
+func parseKernelCache(size string) (int64, error) {
 	switch strings.TrimSpace(size) {
 	case "":
-		return ctx, nil
+		return 0, nil
 	case "none", "0":
-		return tasks.WithKernelCacheBytes(ctx, -1), nil
+		return -1, nil
 	}
 	b, err := parseSize(size)
 	if err != nil {
-		return nil, fmt.Errorf("--kernel-cache-size: %w; or none", err)
+		return 0, fmt.Errorf("--kernel-cache-size: %w; or none", err)
 	}
-	return tasks.WithKernelCacheBytes(ctx, b), nil
+	return b, nil
 }
 
 // fmtSize writes a byte count in GiB or MiB.

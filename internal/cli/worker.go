@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpreduce/gpreduce/internal/auth"
+	"github.com/gpreduce/gpreduce/internal/tasks"
 	"github.com/gpreduce/gpreduce/internal/worker"
 )
 
@@ -57,6 +58,7 @@ type workerServeFlags struct {
 	listen, advertise, name string
 	cacheDir, cacheSize     string
 	blobCacheSize           string
+	kernelCacheSize         string
 	joinTokenFile           string
 	cores                   int
 	tlsCert, tlsKey, tlsCA  string
@@ -110,6 +112,9 @@ the gRPC address the standard grpc.health.v1.Health service.
 	fl.IntVar(&f.cores, "cores", 0, "tasks run at once (default: the number of CPUs)")
 	fl.StringVar(&f.cacheSize, "cache-size", "4GiB", "memory for cached shards (bytes, or with a KiB, MiB, GiB or TiB suffix)")
 	fl.StringVar(&f.blobCacheSize, "blob-cache-size", "2GiB", "memory for broadcast data kept by content hash (the training inputs of cg and kmcg jobs)")
+	fl.StringVar(&f.kernelCacheSize, "kernel-cache-size", "", fmt.Sprintf(
+		"cg, kmcg: memory for the kernel blocks of one hyperparameter value (bytes, or with a KiB, MiB, GiB or TiB suffix; none: form them for every product; default: 1/%d of the machine's or the container's memory, now %s; the worker keeps at most two such values); never changes the result",
+		tasks.KernelCacheMemoryShare, fmtSize(tasks.DefaultKernelCacheBytes())))
 	fl.StringVar(&f.cacheDir, "cache-dir", "", "spill shards pushed out of memory to this directory instead of reloading them")
 	fl.StringVar(&f.joinTokenFile, "join-token-file", "", "read the join token from this file (default: env "+joinTokenEnv+")")
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate (PEM) of the worker; turns TLS on")
@@ -148,6 +153,10 @@ func (f *workerServeFlags) config(log zerolog.Logger) (worker.Config, error) {
 	if err != nil {
 		return worker.Config{}, fmt.Errorf("--blob-cache-size: %w", err)
 	}
+	kernelBytes, err := parseKernelCache(f.kernelCacheSize)
+	if err != nil {
+		return worker.Config{}, err
+	}
 	token := strings.TrimSpace(os.Getenv(joinTokenEnv))
 	if f.joinTokenFile != "" {
 		if token, err = auth.ReadTokenFile(f.joinTokenFile); err != nil {
@@ -172,7 +181,7 @@ func (f *workerServeFlags) config(log zerolog.Logger) (worker.Config, error) {
 	}
 	return worker.Config{
 		Join: join, Listen: f.listen, Advertise: f.advertise, Name: f.name, Cores: f.cores,
-		CacheDir: f.cacheDir, CacheBytes: cacheBytes, BlobCacheBytes: blobBytes, JoinToken: token,
+		CacheDir: f.cacheDir, CacheBytes: cacheBytes, BlobCacheBytes: blobBytes, KernelCacheBytes: kernelBytes, JoinToken: token,
 		ClientTLS: clientTLS, ServerTLS: serverTLS, Logger: log,
 		HeartbeatInterval: f.heartbeat, MetricsAddr: f.metricsAddr, Data: data, DrainTimeout: f.drainTimeout,
 	}, nil

@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"context"
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
 	"os"
 	"path/filepath"
 	"strings"
@@ -132,6 +134,36 @@ func TestParseSize(t *testing.T) {
 		got, err := parseSize(tc.in)
 		if tc.bad != (err != nil) || got != tc.want {
 			t.Errorf("parseSize(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+// TestWorkerKernelCacheSize: worker serve's --kernel-cache-size reaches the worker's
+// configuration: empty for the default (0), none for no cache (-1), a size in bytes; a bad
+// value names the flag.
+func TestWorkerKernelCacheSize(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int64
+		bad  bool
+	}{
+		{"", 0, false},
+		{"none", -1, false},
+		{"0", -1, false},
+		{"512MiB", 512 << 20, false},
+		{"lots", 0, true},
+	} {
+		f := &workerServeFlags{join: []string{"127.0.0.1:1"}, cacheSize: "4GiB", blobCacheSize: "2GiB", drainTimeout: time.Second, kernelCacheSize: tc.in}
+		f.access.register(&cobra.Command{}) // the data-access flags' defaults
+		cfg, err := f.config(zerolog.Nop())
+		if tc.bad {
+			if err == nil || !strings.Contains(err.Error(), "--kernel-cache-size") {
+				t.Errorf("%q: error %v, want one naming --kernel-cache-size", tc.in, err)
+			}
+			continue
+		}
+		if err != nil || cfg.KernelCacheBytes != tc.want {
+			t.Errorf("%q: KernelCacheBytes %d, %v; want %d", tc.in, cfg.KernelCacheBytes, err, tc.want)
 		}
 	}
 }

@@ -106,6 +106,9 @@ func (w *Worker) RunTask(ctx context.Context, req *pb.RunTaskRequest) (resp *pb.
 	if err := fits(kind, task, tab); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "run %s task on %v: %v", kind, ref, err)
 	}
+	if b := w.cfg.KernelCacheBytes; b != 0 {
+		ctx = tasks.WithKernelCacheBytes(ctx, b)
+	}
 	st, err := runMap(ctx, task, ref, tab)
 	if err != nil {
 		if ctx.Err() != nil {

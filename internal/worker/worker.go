@@ -70,6 +70,11 @@ type Config struct {
 	// worker (default wire.DefaultBlobCacheBytes). A blob larger than the budget is not kept,
 	// and its tasks then carry X more often.
 	BlobCacheBytes int64
+	// KernelCacheBytes is the memory budget of the kernel blocks of one hyperparameter value
+	// of the conjugate-gradient methods (tasks.WithKernelCacheBytes; the decoder keeps at most
+	// two such values): 0 takes tasks.DefaultKernelCacheBytes (a share of the machine's or
+	// the container's memory), < 0 keeps none. It never changes a task's result.
+	KernelCacheBytes int64
 	// JoinToken is the bearer token of worker calls: sent to the coordinators and
 	// required on every call of the Worker service. Empty: no token either way.
 	JoinToken string

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+
+	"github.com/gpreduce/gpreduce/internal/kernel"
 )
 
 // The model encoding is a fixed sequence of fields, each written in little-endian binary:
@@ -475,4 +477,20 @@ func (d *Decoder) sections(m *Model, n int) {
 			d.err = fmt.Errorf("%w: empty model section %q written out", errTruncated, tag)
 		}
 	}
+}
+
+// kernel writes a kernel: its family, lengthscales and signal variance.
+func (e *Encoder) kernel(k kernel.Kernel) {
+	e.Int(int(k.Family))
+	e.Floats(k.Lengthscales)
+	e.Float(k.SignalVariance)
+}
+
+// kernel reads a kernel as Encoder.kernel writes it.
+func (d *Decoder) kernel() kernel.Kernel {
+	var k kernel.Kernel
+	k.Family = kernel.Family(d.Int())
+	k.Lengthscales = d.Floats()
+	k.SignalVariance = d.Float()
+	return k
 }

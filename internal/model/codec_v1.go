@@ -3,7 +3,6 @@ package model
 import (
 	"fmt"
 
-	"github.com/gpreduce/gpreduce/internal/kernel"
 	"github.com/gpreduce/gpreduce/internal/solver"
 )
 
@@ -37,16 +36,7 @@ func (d *Decoder) modelV1(m *Model) {
 		feat = decodeFeaturePredictor(d)
 	}
 	if d.Bool() {
-		x := &solver.ExactPredictor{}
-		x.Kernel.Family = kernel.Family(d.Int())
-		x.Kernel.Lengthscales = d.Floats()
-		x.Kernel.SignalVariance = d.Float()
-		x.Noise = d.Float()
-		x.X = d.Floats()
-		x.D = d.Int()
-		x.Alpha = d.Floats()
-		x.R = d.Floats()
-		exact = x
+		exact = decodeExactPredictor(d)
 	}
 	// The trailing GRIEF and expansion sections are optional: a model may end before either.
 	// The encoder wrote a false presence flag only for an absent GRIEF section directly
@@ -54,23 +44,9 @@ func (d *Decoder) modelV1(m *Model) {
 	griefAbsent := false
 	if d.err == nil && len(d.b) != 0 {
 		if d.Bool() {
-			g := &GRIEFParams{}
-			g.Lengthscales = d.Floats()
-			g.SignalVariance = d.Float()
-			g.Grid = d.Floatss()
-			g.Q = d.Floatss()
-			g.LogLam = d.Floatss()
-			g.Idx = d.Ints()
-			g.LogLamP = d.Floats()
-			griefMap = g
+			griefMap = decodeGRIEFParams(d)
 			if d.Bool() {
-				q := &GRIEFPost{}
-				q.Inference = d.Str()
-				q.Beta = d.Floats()
-				q.C = d.Floats()
-				q.W = d.Floats()
-				q.Samples = d.Int()
-				griefPost = q
+				griefPost = decodeGRIEFPost(d)
 			}
 		} else {
 			griefAbsent = true
@@ -78,19 +54,7 @@ func (d *Decoder) modelV1(m *Model) {
 	}
 	if d.err == nil && (griefAbsent || len(d.b) != 0) {
 		if d.Bool() {
-			x := &solver.ExpansionPredictor{}
-			x.Kernel.Family = kernel.Family(d.Int())
-			x.Kernel.Lengthscales = d.Floats()
-			x.Kernel.SignalVariance = d.Float()
-			x.X = d.Floats()
-			x.D = d.Int()
-			x.Alpha = d.Floats()
-			x.Minus = d.Floats()
-			x.RMinus = d.Int()
-			x.Plus = d.Floats()
-			x.RPlus = d.Int()
-			x.PlusScale = d.Float()
-			expansion = x
+			expansion = decodeExpansionPredictor(d)
 		} else if d.err == nil && len(d.b) == 0 {
 			d.err = fmt.Errorf("%w: an absent optional section written out", errTruncated)
 		}

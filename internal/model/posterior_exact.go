@@ -11,18 +11,19 @@ import (
 // training inputs (solver.ExactPredictor).
 
 func init() {
-	RegisterPosterior(exactName, func(d *Decoder) Posterior {
-		x := &solver.ExactPredictor{}
-		x.Kernel.Family = kernel.Family(d.Int())
-		x.Kernel.Lengthscales = d.Floats()
-		x.Kernel.SignalVariance = d.Float()
-		x.Noise = d.Float()
-		x.X = d.Floats()
-		x.D = d.Int()
-		x.Alpha = d.Floats()
-		x.R = d.Floats()
-		return &ExactPosterior{Exact: x}
-	})
+	RegisterPosterior(exactName, func(d *Decoder) Posterior { return &ExactPosterior{Exact: decodeExactPredictor(d)} })
+}
+
+// decodeExactPredictor reads what ExactPosterior.Encode writes (the same fields in the same
+// order as the Version-1 exact group).
+func decodeExactPredictor(d *Decoder) *solver.ExactPredictor {
+	x := &solver.ExactPredictor{Kernel: d.kernel()}
+	x.Noise = d.Float()
+	x.X = d.Floats()
+	x.D = d.Int()
+	x.Alpha = d.Floats()
+	x.R = d.Floats()
+	return x
 }
 
 const exactName = "exact"
@@ -77,9 +78,7 @@ func (p *ExactPosterior) Encode(e *Encoder) {
 		e.Fail(fmt.Errorf("exact posterior: no predictor"))
 		return
 	}
-	e.Int(int(x.Kernel.Family))
-	e.Floats(x.Kernel.Lengthscales)
-	e.Float(x.Kernel.SignalVariance)
+	e.kernel(x.Kernel)
 	e.Float(x.Noise)
 	e.Floats(x.X)
 	e.Int(x.D)

@@ -12,20 +12,23 @@ import (
 
 func init() {
 	RegisterPosterior(expansionName, func(d *Decoder) Posterior {
-		x := &solver.ExpansionPredictor{}
-		x.Kernel.Family = kernel.Family(d.Int())
-		x.Kernel.Lengthscales = d.Floats()
-		x.Kernel.SignalVariance = d.Float()
-		x.X = d.Floats()
-		x.D = d.Int()
-		x.Alpha = d.Floats()
-		x.Minus = d.Floats()
-		x.RMinus = d.Int()
-		x.Plus = d.Floats()
-		x.RPlus = d.Int()
-		x.PlusScale = d.Float()
-		return &ExpansionPosterior{Expansion: x}
+		return &ExpansionPosterior{Expansion: decodeExpansionPredictor(d)}
 	})
+}
+
+// decodeExpansionPredictor reads what ExpansionPosterior.Encode writes (the same fields in
+// the same order as the Version-1 expansion section).
+func decodeExpansionPredictor(d *Decoder) *solver.ExpansionPredictor {
+	x := &solver.ExpansionPredictor{Kernel: d.kernel()}
+	x.X = d.Floats()
+	x.D = d.Int()
+	x.Alpha = d.Floats()
+	x.Minus = d.Floats()
+	x.RMinus = d.Int()
+	x.Plus = d.Floats()
+	x.RPlus = d.Int()
+	x.PlusScale = d.Float()
+	return x
 }
 
 const expansionName = "expansion"
@@ -72,9 +75,7 @@ func (p *ExpansionPosterior) Encode(e *Encoder) {
 		e.Fail(fmt.Errorf("expansion posterior: no predictor"))
 		return
 	}
-	e.Int(int(x.Kernel.Family))
-	e.Floats(x.Kernel.Lengthscales)
-	e.Float(x.Kernel.SignalVariance)
+	e.kernel(x.Kernel)
 	e.Floats(x.X)
 	e.Int(x.D)
 	e.Floats(x.Alpha)

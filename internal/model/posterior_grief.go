@@ -13,24 +13,35 @@ import (
 
 func init() {
 	RegisterPosterior(griefName, func(d *Decoder) Posterior {
-		p := &GRIEFPosterior{}
-		g := &p.Map
-		g.Lengthscales = d.Floats()
-		g.SignalVariance = d.Float()
-		g.Grid = d.Floatss()
-		g.Q = d.Floatss()
-		g.LogLam = d.Floatss()
-		g.Idx = d.Ints()
-		g.LogLamP = d.Floats()
-		q := &GRIEFPost{}
-		q.Inference = d.Str()
-		q.Beta = d.Floats()
-		q.C = d.Floats()
-		q.W = d.Floats()
-		q.Samples = d.Int()
-		p.Post = q
-		return p
+		g := decodeGRIEFParams(d) // the map, then the posterior: the order matters
+		return &GRIEFPosterior{Map: *g, Post: decodeGRIEFPost(d)}
 	})
+}
+
+// decodeGRIEFParams reads the map as GRIEFPosterior.Encode writes it (the same fields in the
+// same order as the Version-1 GRIEF section).
+func decodeGRIEFParams(d *Decoder) *GRIEFParams {
+	g := &GRIEFParams{}
+	g.Lengthscales = d.Floats()
+	g.SignalVariance = d.Float()
+	g.Grid = d.Floatss()
+	g.Q = d.Floatss()
+	g.LogLam = d.Floatss()
+	g.Idx = d.Ints()
+	g.LogLamP = d.Floats()
+	return g
+}
+
+// decodeGRIEFPost reads the posterior over the eigenfunctions as GRIEFPosterior.Encode writes
+// it after the map.
+func decodeGRIEFPost(d *Decoder) *GRIEFPost {
+	q := &GRIEFPost{}
+	q.Inference = d.Str()
+	q.Beta = d.Floats()
+	q.C = d.Floats()
+	q.W = d.Floats()
+	q.Samples = d.Int()
+	return q
 }
 
 const griefName = "grief"

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -12,42 +11,12 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/gpreduce/gpreduce/internal/testutil"
 )
 
-// testLogWriter forwards log lines to t.Log until the test's cleanups have run, then drops
-// them (raft goroutines may log after a test ends, which t.Log does not allow).
-type testLogWriter struct {
-	mu   sync.Mutex
-	t    testing.TB
-	done bool
-}
-
-func (w *testLogWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(string(p))
-	}
-	return len(p), nil
-}
-
 // testLogger logs at warn level (COORDINATOR_TEST_LOG=debug|info|... to change) to t.Log.
-func testLogger(t testing.TB) zerolog.Logger {
-	w := &testLogWriter{t: t}
-	t.Cleanup(func() { // registered first, so it runs after every other cleanup
-		w.mu.Lock()
-		w.done = true
-		w.mu.Unlock()
-	})
-	level := zerolog.WarnLevel
-	if s := os.Getenv("COORDINATOR_TEST_LOG"); s != "" {
-		if l, err := zerolog.ParseLevel(s); err == nil {
-			level = l
-		}
-	}
-	return zerolog.New(zerolog.ConsoleWriter{Out: w, NoColor: true, TimeFormat: "15:04:05.000"}).
-		Level(level).With().Timestamp().Logger()
-}
+func testLogger(t testing.TB) zerolog.Logger { return testutil.Logger(t, "COORDINATOR_TEST_LOG") }
 
 // testConfig returns a config with small raft timeouts, a free loopback port and small model
 // chunks.
@@ -71,33 +40,12 @@ func testConfig(t testing.TB, id string, log zerolog.Logger) Config {
 // testRaftSecret is the raft secret of the test clusters.
 const testRaftSecret = "raft secret of the coordinator tests"
 
-func testContext(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func testContext(t testing.TB) context.Context { return testutil.Context(t) }
 
-// eventually polls cond every 10 ms until it returns nil or waitSlack times timeout
-// passes.
-// waitSlack stretches every wait: a deadline here only bounds how long a failing test
-// hangs, it measures nothing, and a loaded 2-core machine can be many times slower than the
-// one a timeout was chosen on. Tests that assert a bound on time measure it themselves.
-const waitSlack = 6
-
+// eventually polls cond until it returns nil (testutil.Eventually).
 func eventually(t testing.TB, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
-	timeout *= waitSlack
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not true after %s: %v", what, timeout, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.Eventually(t, timeout, what, cond)
 }
 
 func mustOpen(t testing.TB, cfg Config) *Node {

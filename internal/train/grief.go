@@ -15,16 +15,19 @@ package train
 //  2. grid: a distinct-values pass (capped at m_bar + 1 per column, on the raw columns, then
 //     standardized with the transform) and the standardized column extremes place m_i =
 //     min(m_bar, #distinct_i) points per column (features.GRIEFGrid; §4);
-//  3. theta: the exact GP's likelihood maximised on a seeded random sample of min(n, 1000)
-//     rows (GP-GRIEF §6), within the spec's bounds: lengthscales, signal
-//     variance, and the initial noise sigma0^2. theta stays fixed from here on;
+//  3. theta: the shared search (search.go) maximises the exact GP's likelihood on a seeded
+//     random sample of min(n, 1000) rows (GP-GRIEF §6), within the spec's bounds. type2
+//     (GRIEF-II, the default) then learns theta and the noise on all rows with w = 1 by
+//     L-BFGS, each evaluation a Gram pass and a lengthscale-gradient pass (griefIIProblem);
+//     type1 and type2-weights keep theta from here on;
 //  4. the map: features.NewGRIEF (Algorithm 1 picks the p largest product eigenvalues once,
 //     here, so every worker uses the same selection even among tied products);
 //  5. one Gram pass (tasks.GramTask with the GRIEF map): A, r, y^T y, n;
 //  6. the transformed basis: A = V D V^T, kept where D_i > 1e-12 max D (a relative threshold,
 //     not the authors' code's absolute one), Sigma~ = D^(1/2), r~ = Sigma~^-1 V~^T r;
-//  7. type II: box-constrained L-BFGS over (log w~, log s2), or type I: MALA over the same
-//     variables with the paper's log-normal priors; both O(p) per evaluation;
+//  7. type2 keeps the base kernel (w = 1) at its learned noise; type2-weights runs
+//     box-constrained L-BFGS over (log w~, log s2), and type1 MALA over the same variables
+//     with the paper's log-normal priors, both O(p) per evaluation;
 //  8. the posterior (derived here; the paper gives only the generic GP eq. 2): beta and C such
 //     that the latent mean is phi(x) beta and the latent variance phi(x) C phi(x)^T.
 //
@@ -57,6 +60,7 @@ import (
 	"github.com/gpreduce/gpreduce/internal/engine"
 	"github.com/gpreduce/gpreduce/internal/features"
 	"github.com/gpreduce/gpreduce/internal/kernel"
+	"github.com/gpreduce/gpreduce/internal/linalg"
 	"github.com/gpreduce/gpreduce/internal/model"
 	"github.com/gpreduce/gpreduce/internal/optimizer"
 	"github.com/gpreduce/gpreduce/internal/reduce"
@@ -95,7 +99,7 @@ func init() {
 		Name:     "grief",
 		Summary:  "GP-GRIEF: one pass, then O(p) per iteration, for any d",
 		Settings: func() proto.Message { return &pb.GRIEFSettings{} },
-		Tasks:    []string{"moments", "sample", "distinct", "gram"},
+		Tasks:    []string{"moments", "sample", "distinct", "gram", "grief_grad"},
 		Draws:    "subsample and MALA chain",
 		validate: validateGRIEF,
 		train: func(ctx context.Context, r *run, eng engine.Engine, p *prepared) (*model.Model, error) {
@@ -196,7 +200,7 @@ func (r *run) trainGRIEF(ctx context.Context, eng engine.Engine, p *prepared) (*
 	fit := &fitted{theta: append([]float64(nil), theta...)}
 	if inference == "type2" {
 		q := &griefIIProblem{ctx: ctx, eng: eng, tf: p.tf, fam: fam, grid: grid, p: np, d: d}
-		obs(Event{Phase: "optimize", Message: fmt.Sprintf("GRIEF-II: theta and the noise with w = 1, %d eigenfunctions; each evaluation is %d Gram passes", np, d+1)})
+		obs(Event{Phase: "optimize", Message: fmt.Sprintf("GRIEF-II: theta and the noise with w = 1, %d eigenfunctions; each evaluation is a Gram pass and a gradient pass", np)})
 		if fit, err = r.optimize(ctx, q.objective, theta, lower, upper, p, griefIIFuncTol); err != nil {
 			return nil, fmt.Errorf("grief: GRIEF-II: %w", err)
 		}
@@ -236,7 +240,11 @@ func (r *run) trainGRIEF(ctx context.Context, eng engine.Engine, p *prepared) (*
 	if err != nil {
 		return nil, fmt.Errorf("grief: %w", err)
 	}
-	obs(Event{Phase: "basis", Message: fmt.Sprintf("transformed basis of rank %d of %d", b.pt, b.p)})
+	var trA float64
+	for i := 0; i < gram.S; i++ {
+		trA += gram.G[i*gram.S+i]
+	}
+	obs(Event{Phase: "basis", Message: fmt.Sprintf("transformed basis of rank %d of %d; prior variance left out per row %.4g (signal %.4g, noise %.4g)", b.pt, b.p, h.SignalVariance-trA/float64(gram.N), h.SignalVariance, h.NoiseVariance)})
 
 	// Step 7 and 8: inference over (log w~, log s2) and the posterior.
 	var post *model.GRIEFPost
@@ -305,10 +313,20 @@ func griefGram(ctx context.Context, eng engine.Engine, g *features.GRIEF, tf sha
 //	dLML/dlog s2 = -1/2 s2 [tr(P^-1) + (n - p)/s2 - (y^T y - sqrt(c) r_1^T beta)/s2^2 + beta^T beta/s2]
 //
 // (supplement A with W = I). The lengthscale derivatives need the derivatives of the 1-D
-// eigenvectors, which the paper does not give; like the authors' code they are forward
-// differences in log l_k, one Gram pass each, so an evaluation costs d + 1 passes of
-// O(n p^2 + d n p). The selection S_p of Algorithm 1 follows theta, which makes the objective
-// piecewise smooth (discontinuous where the selection changes).
+// eigenpairs, which the paper does not give (the authors' code takes forward differences, one
+// pass per input). Derived here: with the selection S_p held fixed, A and r depend on l_k
+// through Phi_1 alone, and differentiating the LML above gives
+//
+//	dLML/dlog l_k = - sum_n z_n . dphi(x_n)/dlog l_k,
+//	z_n = c P^-1 phi(x_n) - ((sqrt(c) y_n - c phi(x_n) . beta) / s2) beta,
+//
+// (from dlog|P| = c tr(P^-1 dA), d(sqrt(c) r^T beta) = 2 sqrt(c) beta^T dr - c beta^T dA beta,
+// dA = sum_n (dphi_n phi_n^T + phi_n dphi_n^T), dr = sum_n y_n dphi_n), with dphi from first-order
+// perturbation of the 1-D eigenpairs (features.GRIEFGrad). One more map round
+// (tasks.GRIEFGradTask, carrying P's Cholesky factor) gives all d sums, so an evaluation costs
+// two passes over the data whatever d is, in place of d + 1. The selection S_p of Algorithm 1
+// follows theta between evaluations, which makes the objective piecewise smooth (it jumps where
+// two product eigenvalues cross).
 type griefIIProblem struct {
 	ctx  context.Context
 	eng  engine.Engine
@@ -318,103 +336,118 @@ type griefIIProblem struct {
 	p, d int
 }
 
-const (
-	// griefIIStep is the forward-difference step in log l.
-	griefIIStep = 1e-5
-	// griefIIFuncTol is GRIEF-II's convergence test, a relative decrease of 1e-6 three
-	// iterations running: forward differences carry relative errors near 1e-5, below which
-	// progress is noise, and every evaluation is d + 1 passes over the data.
-	griefIIFuncTol = 1e-6
-)
+// griefIIFuncTol is GRIEF-II's convergence test, a relative decrease of 1e-6 three iterations
+// running: the objective jumps where the selection S_p changes, below which L-BFGS's progress is
+// noise, and every evaluation is two passes over the data.
+const griefIIFuncTol = 1e-6
 
-// gram returns the Gram statistic of the unit-signal GRIEF map at lengthscales exp(x[:d]).
-func (q *griefIIProblem) gram(x []float64) (*reduce.Gram, error) {
+// gram returns the unit-signal GRIEF map at lengthscales exp(x[:d]) and its Gram statistic.
+func (q *griefIIProblem) gram(x []float64) (*features.GRIEF, *reduce.Gram, error) {
 	ls := make([]float64, q.d)
 	for k := range ls {
 		ls[k] = math.Exp(x[k])
 	}
 	g, err := features.NewGRIEF(q.fam, ls, 1, q.grid, q.p)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return griefGram(q.ctx, q.eng, g, q.tf)
+	gram, err := griefGram(q.ctx, q.eng, g, q.tf)
+	return g, gram, err
 }
 
 // objective is the negative GRIEF-II log likelihood and its gradient (see griefIIProblem).
 func (q *griefIIProblem) objective(x, grad []float64) (float64, error) {
 	d := q.d
-	g, err := q.gram(x)
+	g, gram, err := q.gram(x)
 	if err != nil {
 		return 0, err
 	}
+	c, s2 := math.Exp(x[d]), math.Exp(x[d+1])
 	var g2 [2]float64
-	f, ok := griefIILML(g, math.Exp(x[d]), math.Exp(x[d+1]), g2[:])
+	var st griefIIState
+	f, ok := griefIILML(gram, c, s2, g2[:], &st)
 	if !ok {
 		return math.Inf(1), nil // not positive definite here: a failed step
 	}
 	grad[d], grad[d+1] = -g2[0], -g2[1]
-	xs := append([]float64(nil), x...)
-	for k := 0; k < d; k++ {
-		xs[k] = x[k] + griefIIStep
-		gk, err := q.gram(xs)
-		if err != nil {
-			return 0, err
-		}
-		fk, ok := griefIILML(gk, math.Exp(x[d]), math.Exp(x[d+1]), nil)
-		if !ok {
-			return math.Inf(1), nil
-		}
-		grad[k] = -(fk - f) / griefIIStep
-		xs[k] = x[k]
+	res, err := q.eng.Reduce(q.ctx, &tasks.GRIEFGradTask{Features: g, Transform: q.tf, L: st.L, Beta: st.Beta,
+		C: c, A: math.Sqrt(c) / s2, B: c / s2})
+	if err != nil {
+		return 0, fmt.Errorf("lengthscale gradient pass: %w", err)
 	}
+	sum, ok := res.(*reduce.Sum)
+	if !ok || len(sum.Parts) != 1 || len(sum.Parts[0]) != d {
+		return 0, fmt.Errorf("lengthscale gradient pass returned %T, not %d sums", res, d)
+	}
+	copy(grad[:d], sum.Parts[0]) // d(-LML)/dlog l_k = + sum_n z_n . dphi_n/dlog l_k
 	return -f, nil
+}
+
+// griefIIState is what the lengthscale gradient pass needs of one likelihood evaluation: the
+// Cholesky factor L of P = s2 I + c A_1 (p x p row-major, lower triangle; the upper is zero)
+// and beta = P^-1 sqrt(c) r_1.
+type griefIIState struct {
+	L, Beta []float64
 }
 
 // griefIILML is the GRIEF-II log marginal likelihood from the unit-signal Gram statistic g
 // at signal variance c and noise s2, and, if grad is not nil, its derivatives in (log c,
-// log s2). ok is false when P = s2 I + c A_1 is not numerically positive definite.
-func griefIILML(g *reduce.Gram, c, s2 float64, grad []float64) (lml float64, ok bool) {
+// log s2), and if st is not nil the factor and beta the lengthscale gradient needs. ok is false
+// when P = s2 I + c A_1 is not numerically positive definite.
+func griefIILML(g *reduce.Gram, c, s2 float64, grad []float64, st *griefIIState) (lml float64, ok bool) {
 	p, n := g.S, g.N
-	P := mat.NewSymDense(p, nil)
+	// P = s2 I + c A_1 in the lower triangle (the Gram statistic holds the upper), factorised
+	// in place by the compute core's Cholesky: P = L L^T.
+	pl := make([]float64, p*p)
 	for i := 0; i < p; i++ {
-		for j := i; j < p; j++ {
-			P.SetSym(i, j, c*g.G[i*p+j])
+		for j := 0; j <= i; j++ {
+			pl[i*p+j] = c * g.G[j*p+i]
 		}
-		P.SetSym(i, i, P.At(i, i)+s2)
+		pl[i*p+i] += s2
 	}
-	var ch mat.Cholesky
-	if !ch.Factorize(P) {
+	L, ok := linalg.Potrf(blas64.Symmetric{Uplo: blas.Lower, N: p, Stride: p, Data: pl})
+	if !ok {
 		return 0, false
 	}
+	var logDet float64
+	for i := 0; i < p; i++ {
+		logDet += 2 * math.Log(pl[i*p+i])
+	}
+	// beta = P^-1 sqrt(c) r_1 by two triangular solves.
 	sc := math.Sqrt(c)
-	r := mat.NewVecDense(p, nil)
-	for i := 0; i < p; i++ {
-		r.SetVec(i, sc*g.B[i])
+	beta := make([]float64, p)
+	for i := range beta {
+		beta[i] = sc * g.B[i]
 	}
-	var beta mat.VecDense
-	if err := ch.SolveVecTo(&beta, r); err != nil {
-		return 0, false
+	var rb float64
+	bv := blas64.Vector{N: p, Inc: 1, Data: beta}
+	blas64.Trsv(blas.NoTrans, L, bv)
+	for _, v := range beta {
+		rb += v * v // r^T P^-1 r = ||L^-1 r||^2
 	}
-	rb := mat.Dot(r, &beta)
+	blas64.Trsv(blas.Trans, L, bv)
 	q := g.YY - rb
-	lml = -0.5 * (ch.LogDet() + float64(n-p)*math.Log(s2) + q/s2 + float64(n)*math.Log(2*math.Pi))
+	if st != nil {
+		st.L, st.Beta = pl, beta
+	}
+	lml = -0.5 * (logDet + float64(n-p)*math.Log(s2) + q/s2 + float64(n)*math.Log(2*math.Pi))
 	if grad != nil {
-		// tr(P^-1) = ||L^-1||_F^2 with P = L L^T: the one place the triangular factor is
-		// inverted, because the trace needs every entry of L^-1.
-		var L, Li mat.TriDense
-		ch.LTo(&L)
-		if err := Li.InverseTri(&L); err != nil {
-			return 0, false
-		}
-		var tr float64
-		raw := Li.RawTriangular()
+		// tr(P^-1) = ||L^-1||_F^2: the trace needs every entry of L^-1, formed by the solve
+		// L X = I.
+		li := make([]float64, p*p)
 		for i := 0; i < p; i++ {
-			for j := 0; j <= i; j++ {
-				v := raw.Data[i*raw.Stride+j]
+			li[i*p+i] = 1
+		}
+		linalg.Trsm(blas.Left, blas.NoTrans, 1, L, blas64.General{Rows: p, Cols: p, Stride: p, Data: li})
+		var tr, bb float64
+		for i := 0; i < p; i++ {
+			for _, v := range li[i*p : i*p+i+1] {
 				tr += v * v
 			}
 		}
-		bb := mat.Dot(&beta, &beta)
+		for _, v := range beta {
+			bb += v * v
+		}
 		grad[0] = -0.5 * (float64(p) - s2*tr - bb)
 		grad[1] = -0.5 * s2 * (tr + float64(n-p)/s2 - q/(s2*s2) + bb/s2)
 	}

@@ -602,6 +602,102 @@ func (x *GramTask) GetGrief() *GRIEFMap {
 	return nil
 }
 
+// GRIEFGradTask is the map step of GRIEF-II's lengthscale gradient (tasks.GRIEFGradTask): with
+// the unit-signal GP-GRIEF map `grief`, the Cholesky factor l of P (p x p row-major, lower
+// triangle), the p-vector beta and the scalars c, a, b, each shard returns the d sums over its
+// rows of z_n . dphi(x_n)/dlog l_i, z_n = c P^-1 phi(x_n) - (a y_n - b phi(x_n) . beta) beta.
+type GRIEFGradTask struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Grief         *GRIEFMap              `protobuf:"bytes,1,opt,name=grief,proto3" json:"grief,omitempty"`
+	Transform     *Transform             `protobuf:"bytes,2,opt,name=transform,proto3" json:"transform,omitempty"`
+	L             []float64              `protobuf:"fixed64,3,rep,packed,name=l,proto3" json:"l,omitempty"`
+	Beta          []float64              `protobuf:"fixed64,4,rep,packed,name=beta,proto3" json:"beta,omitempty"`
+	C             float64                `protobuf:"fixed64,5,opt,name=c,proto3" json:"c,omitempty"`
+	A             float64                `protobuf:"fixed64,6,opt,name=a,proto3" json:"a,omitempty"`
+	B             float64                `protobuf:"fixed64,7,opt,name=b,proto3" json:"b,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GRIEFGradTask) Reset() {
+	*x = GRIEFGradTask{}
+	mi := &file_gpreduce_v1_types_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GRIEFGradTask) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GRIEFGradTask) ProtoMessage() {}
+
+func (x *GRIEFGradTask) ProtoReflect() protoreflect.Message {
+	mi := &file_gpreduce_v1_types_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GRIEFGradTask.ProtoReflect.Descriptor instead.
+func (*GRIEFGradTask) Descriptor() ([]byte, []int) {
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *GRIEFGradTask) GetGrief() *GRIEFMap {
+	if x != nil {
+		return x.Grief
+	}
+	return nil
+}
+
+func (x *GRIEFGradTask) GetTransform() *Transform {
+	if x != nil {
+		return x.Transform
+	}
+	return nil
+}
+
+func (x *GRIEFGradTask) GetL() []float64 {
+	if x != nil {
+		return x.L
+	}
+	return nil
+}
+
+func (x *GRIEFGradTask) GetBeta() []float64 {
+	if x != nil {
+		return x.Beta
+	}
+	return nil
+}
+
+func (x *GRIEFGradTask) GetC() float64 {
+	if x != nil {
+		return x.C
+	}
+	return 0
+}
+
+func (x *GRIEFGradTask) GetA() float64 {
+	if x != nil {
+		return x.A
+	}
+	return 0
+}
+
+func (x *GRIEFGradTask) GetB() float64 {
+	if x != nil {
+		return x.B
+	}
+	return 0
+}
+
 // DistinctTask collects the sorted distinct values of each input column, at most cap+1 each.
 type DistinctTask struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -612,7 +708,7 @@ type DistinctTask struct {
 
 func (x *DistinctTask) Reset() {
 	*x = DistinctTask{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[8]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -624,7 +720,7 @@ func (x *DistinctTask) String() string {
 func (*DistinctTask) ProtoMessage() {}
 
 func (x *DistinctTask) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[8]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -637,7 +733,7 @@ func (x *DistinctTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DistinctTask.ProtoReflect.Descriptor instead.
 func (*DistinctTask) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{8}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DistinctTask) GetCap() int32 {
@@ -659,7 +755,7 @@ type SampleTask struct {
 
 func (x *SampleTask) Reset() {
 	*x = SampleTask{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[9]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -671,7 +767,7 @@ func (x *SampleTask) String() string {
 func (*SampleTask) ProtoMessage() {}
 
 func (x *SampleTask) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[9]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -684,7 +780,7 @@ func (x *SampleTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SampleTask.ProtoReflect.Descriptor instead.
 func (*SampleTask) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{9}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SampleTask) GetK() int32 {
@@ -713,7 +809,7 @@ type RFFTask struct {
 
 func (x *RFFTask) Reset() {
 	*x = RFFTask{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[10]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -725,7 +821,7 @@ func (x *RFFTask) String() string {
 func (*RFFTask) ProtoMessage() {}
 
 func (x *RFFTask) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[10]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -738,7 +834,7 @@ func (x *RFFTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RFFTask.ProtoReflect.Descriptor instead.
 func (*RFFTask) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{10}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RFFTask) GetRff() *RFFMap {
@@ -778,7 +874,7 @@ type RowsTask struct {
 
 func (x *RowsTask) Reset() {
 	*x = RowsTask{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[11]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -790,7 +886,7 @@ func (x *RowsTask) String() string {
 func (*RowsTask) ProtoMessage() {}
 
 func (x *RowsTask) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[11]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -803,7 +899,7 @@ func (x *RowsTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RowsTask.ProtoReflect.Descriptor instead.
 func (*RowsTask) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{11}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RowsTask) GetTransform() *Transform {
@@ -840,7 +936,7 @@ type KernelOp struct {
 
 func (x *KernelOp) Reset() {
 	*x = KernelOp{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[12]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -852,7 +948,7 @@ func (x *KernelOp) String() string {
 func (*KernelOp) ProtoMessage() {}
 
 func (x *KernelOp) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[12]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -865,7 +961,7 @@ func (x *KernelOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KernelOp.ProtoReflect.Descriptor instead.
 func (*KernelOp) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{12}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *KernelOp) GetKernel() string {
@@ -929,7 +1025,7 @@ type KernelTask struct {
 
 func (x *KernelTask) Reset() {
 	*x = KernelTask{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[13]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -941,7 +1037,7 @@ func (x *KernelTask) String() string {
 func (*KernelTask) ProtoMessage() {}
 
 func (x *KernelTask) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[13]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -954,7 +1050,7 @@ func (x *KernelTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KernelTask.ProtoReflect.Descriptor instead.
 func (*KernelTask) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{13}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *KernelTask) GetOp() *KernelOp {
@@ -1023,7 +1119,7 @@ type VOFModel struct {
 
 func (x *VOFModel) Reset() {
 	*x = VOFModel{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[14]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1035,7 +1131,7 @@ func (x *VOFModel) String() string {
 func (*VOFModel) ProtoMessage() {}
 
 func (x *VOFModel) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[14]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1048,7 +1144,7 @@ func (x *VOFModel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VOFModel.ProtoReflect.Descriptor instead.
 func (*VOFModel) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{14}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *VOFModel) GetBasis() string {
@@ -1122,7 +1218,7 @@ type VOFKufTask struct {
 
 func (x *VOFKufTask) Reset() {
 	*x = VOFKufTask{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[15]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1134,7 +1230,7 @@ func (x *VOFKufTask) String() string {
 func (*VOFKufTask) ProtoMessage() {}
 
 func (x *VOFKufTask) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[15]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1147,7 +1243,7 @@ func (x *VOFKufTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VOFKufTask.ProtoReflect.Descriptor instead.
 func (*VOFKufTask) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{15}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *VOFKufTask) GetModel() *VOFModel {
@@ -1220,7 +1316,7 @@ type VOFBatch struct {
 
 func (x *VOFBatch) Reset() {
 	*x = VOFBatch{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[16]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1232,7 +1328,7 @@ func (x *VOFBatch) String() string {
 func (*VOFBatch) ProtoMessage() {}
 
 func (x *VOFBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[16]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1245,7 +1341,7 @@ func (x *VOFBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VOFBatch.ProtoReflect.Descriptor instead.
 func (*VOFBatch) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{16}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *VOFBatch) GetRate() float64 {
@@ -1289,7 +1385,7 @@ type VOFTrigTask struct {
 
 func (x *VOFTrigTask) Reset() {
 	*x = VOFTrigTask{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[17]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1301,7 +1397,7 @@ func (x *VOFTrigTask) String() string {
 func (*VOFTrigTask) ProtoMessage() {}
 
 func (x *VOFTrigTask) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[17]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1314,7 +1410,7 @@ func (x *VOFTrigTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VOFTrigTask.ProtoReflect.Descriptor instead.
 func (*VOFTrigTask) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{17}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *VOFTrigTask) GetD() int32 {
@@ -1393,7 +1489,7 @@ type MissingBlob struct {
 
 func (x *MissingBlob) Reset() {
 	*x = MissingBlob{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[18]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1405,7 +1501,7 @@ func (x *MissingBlob) String() string {
 func (*MissingBlob) ProtoMessage() {}
 
 func (x *MissingBlob) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[18]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1418,7 +1514,7 @@ func (x *MissingBlob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MissingBlob.ProtoReflect.Descriptor instead.
 func (*MissingBlob) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{18}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *MissingBlob) GetSha256() []byte {
@@ -1442,6 +1538,7 @@ type Task struct {
 	//	*Task_Kernel
 	//	*Task_VofKuf
 	//	*Task_VofTrig
+	//	*Task_GriefGrad
 	Kind          isTask_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1449,7 +1546,7 @@ type Task struct {
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[19]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1461,7 +1558,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[19]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1474,7 +1571,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{19}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Task) GetKind() isTask_Kind {
@@ -1565,6 +1662,15 @@ func (x *Task) GetVofTrig() *VOFTrigTask {
 	return nil
 }
 
+func (x *Task) GetGriefGrad() *GRIEFGradTask {
+	if x != nil {
+		if x, ok := x.Kind.(*Task_GriefGrad); ok {
+			return x.GriefGrad
+		}
+	}
+	return nil
+}
+
 type isTask_Kind interface {
 	isTask_Kind()
 }
@@ -1605,6 +1711,10 @@ type Task_VofTrig struct {
 	VofTrig *VOFTrigTask `protobuf:"bytes,9,opt,name=vof_trig,json=vofTrig,proto3,oneof"`
 }
 
+type Task_GriefGrad struct {
+	GriefGrad *GRIEFGradTask `protobuf:"bytes,10,opt,name=grief_grad,json=griefGrad,proto3,oneof"`
+}
+
 func (*Task_Moments) isTask_Kind() {}
 
 func (*Task_Gram) isTask_Kind() {}
@@ -1623,6 +1733,8 @@ func (*Task_VofKuf) isTask_Kind() {}
 
 func (*Task_VofTrig) isTask_Kind() {}
 
+func (*Task_GriefGrad) isTask_Kind() {}
+
 type Gram struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	S             int32                  `protobuf:"varint,1,opt,name=s,proto3" json:"s,omitempty"`
@@ -1636,7 +1748,7 @@ type Gram struct {
 
 func (x *Gram) Reset() {
 	*x = Gram{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[20]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1648,7 +1760,7 @@ func (x *Gram) String() string {
 func (*Gram) ProtoMessage() {}
 
 func (x *Gram) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[20]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1661,7 +1773,7 @@ func (x *Gram) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gram.ProtoReflect.Descriptor instead.
 func (*Gram) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{20}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Gram) GetS() int32 {
@@ -1712,7 +1824,7 @@ type Moments struct {
 
 func (x *Moments) Reset() {
 	*x = Moments{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[21]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1724,7 +1836,7 @@ func (x *Moments) String() string {
 func (*Moments) ProtoMessage() {}
 
 func (x *Moments) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[21]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1737,7 +1849,7 @@ func (x *Moments) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Moments.ProtoReflect.Descriptor instead.
 func (*Moments) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{21}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Moments) GetN() int64 {
@@ -1784,7 +1896,7 @@ type Vector struct {
 
 func (x *Vector) Reset() {
 	*x = Vector{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[22]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1796,7 +1908,7 @@ func (x *Vector) String() string {
 func (*Vector) ProtoMessage() {}
 
 func (x *Vector) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[22]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1809,7 +1921,7 @@ func (x *Vector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Vector.ProtoReflect.Descriptor instead.
 func (*Vector) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{22}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Vector) GetValues() []float64 {
@@ -1829,7 +1941,7 @@ type Sum struct {
 
 func (x *Sum) Reset() {
 	*x = Sum{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[23]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1841,7 +1953,7 @@ func (x *Sum) String() string {
 func (*Sum) ProtoMessage() {}
 
 func (x *Sum) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[23]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1854,7 +1966,7 @@ func (x *Sum) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sum.ProtoReflect.Descriptor instead.
 func (*Sum) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{23}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Sum) GetParts() []*Vector {
@@ -1882,7 +1994,7 @@ type Rows struct {
 
 func (x *Rows) Reset() {
 	*x = Rows{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[24]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1894,7 +2006,7 @@ func (x *Rows) String() string {
 func (*Rows) ProtoMessage() {}
 
 func (x *Rows) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[24]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1907,7 +2019,7 @@ func (x *Rows) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rows.ProtoReflect.Descriptor instead.
 func (*Rows) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{24}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Rows) GetD() int32 {
@@ -1943,7 +2055,7 @@ type Distinct struct {
 
 func (x *Distinct) Reset() {
 	*x = Distinct{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[25]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1955,7 +2067,7 @@ func (x *Distinct) String() string {
 func (*Distinct) ProtoMessage() {}
 
 func (x *Distinct) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[25]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1968,7 +2080,7 @@ func (x *Distinct) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Distinct.ProtoReflect.Descriptor instead.
 func (*Distinct) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{25}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Distinct) GetCap() int32 {
@@ -2000,7 +2112,7 @@ type Sample struct {
 
 func (x *Sample) Reset() {
 	*x = Sample{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[26]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2012,7 +2124,7 @@ func (x *Sample) String() string {
 func (*Sample) ProtoMessage() {}
 
 func (x *Sample) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[26]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2025,7 +2137,7 @@ func (x *Sample) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sample.ProtoReflect.Descriptor instead.
 func (*Sample) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{26}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Sample) GetK() int32 {
@@ -2083,7 +2195,7 @@ type VOFKufStats struct {
 
 func (x *VOFKufStats) Reset() {
 	*x = VOFKufStats{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[27]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2095,7 +2207,7 @@ func (x *VOFKufStats) String() string {
 func (*VOFKufStats) ProtoMessage() {}
 
 func (x *VOFKufStats) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[27]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2108,7 +2220,7 @@ func (x *VOFKufStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VOFKufStats.ProtoReflect.Descriptor instead.
 func (*VOFKufStats) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{27}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *VOFKufStats) GetM() int32 {
@@ -2193,7 +2305,7 @@ type VOFTrigStats struct {
 
 func (x *VOFTrigStats) Reset() {
 	*x = VOFTrigStats{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[28]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2205,7 +2317,7 @@ func (x *VOFTrigStats) String() string {
 func (*VOFTrigStats) ProtoMessage() {}
 
 func (x *VOFTrigStats) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[28]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2218,7 +2330,7 @@ func (x *VOFTrigStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VOFTrigStats.ProtoReflect.Descriptor instead.
 func (*VOFTrigStats) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{28}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *VOFTrigStats) GetT() int32 {
@@ -2304,7 +2416,7 @@ type Stats struct {
 
 func (x *Stats) Reset() {
 	*x = Stats{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[29]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2316,7 +2428,7 @@ func (x *Stats) String() string {
 func (*Stats) ProtoMessage() {}
 
 func (x *Stats) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[29]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2329,7 +2441,7 @@ func (x *Stats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stats.ProtoReflect.Descriptor instead.
 func (*Stats) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{29}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Stats) GetKind() isStats_Kind {
@@ -2511,7 +2623,15 @@ const file_gpreduce_v1_types_proto_rawDesc = "" +
 	"\bGramTask\x12\"\n" +
 	"\x02gl\x18\x01 \x01(\v2\x12.gpreduce.v1.GLMapR\x02gl\x124\n" +
 	"\ttransform\x18\x02 \x01(\v2\x16.gpreduce.v1.TransformR\ttransform\x12+\n" +
-	"\x05grief\x18\x03 \x01(\v2\x15.gpreduce.v1.GRIEFMapR\x05grief\" \n" +
+	"\x05grief\x18\x03 \x01(\v2\x15.gpreduce.v1.GRIEFMapR\x05grief\"\xbe\x01\n" +
+	"\rGRIEFGradTask\x12+\n" +
+	"\x05grief\x18\x01 \x01(\v2\x15.gpreduce.v1.GRIEFMapR\x05grief\x124\n" +
+	"\ttransform\x18\x02 \x01(\v2\x16.gpreduce.v1.TransformR\ttransform\x12\f\n" +
+	"\x01l\x18\x03 \x03(\x01R\x01l\x12\x12\n" +
+	"\x04beta\x18\x04 \x03(\x01R\x04beta\x12\f\n" +
+	"\x01c\x18\x05 \x01(\x01R\x01c\x12\f\n" +
+	"\x01a\x18\x06 \x01(\x01R\x01a\x12\f\n" +
+	"\x01b\x18\a \x01(\x01R\x01b\" \n" +
 	"\fDistinctTask\x12\x10\n" +
 	"\x03cap\x18\x01 \x01(\x05R\x03cap\".\n" +
 	"\n" +
@@ -2574,7 +2694,7 @@ const file_gpreduce_v1_types_proto_rawDesc = "" +
 	"\ffeature_grad\x18\b \x01(\bR\vfeatureGrad\x12+\n" +
 	"\x05batch\x18\t \x01(\v2\x15.gpreduce.v1.VOFBatchR\x05batch\"%\n" +
 	"\vMissingBlob\x12\x16\n" +
-	"\x06sha256\x18\x01 \x01(\fR\x06sha256\"\xd2\x03\n" +
+	"\x06sha256\x18\x01 \x01(\fR\x06sha256\"\x8f\x04\n" +
 	"\x04Task\x124\n" +
 	"\amoments\x18\x01 \x01(\v2\x18.gpreduce.v1.MomentsTaskH\x00R\amoments\x12+\n" +
 	"\x04gram\x18\x02 \x01(\v2\x15.gpreduce.v1.GramTaskH\x00R\x04gram\x12(\n" +
@@ -2584,7 +2704,10 @@ const file_gpreduce_v1_types_proto_rawDesc = "" +
 	"\x06sample\x18\x06 \x01(\v2\x17.gpreduce.v1.SampleTaskH\x00R\x06sample\x121\n" +
 	"\x06kernel\x18\a \x01(\v2\x17.gpreduce.v1.KernelTaskH\x00R\x06kernel\x122\n" +
 	"\avof_kuf\x18\b \x01(\v2\x17.gpreduce.v1.VOFKufTaskH\x00R\x06vofKuf\x125\n" +
-	"\bvof_trig\x18\t \x01(\v2\x18.gpreduce.v1.VOFTrigTaskH\x00R\avofTrigB\x06\n" +
+	"\bvof_trig\x18\t \x01(\v2\x18.gpreduce.v1.VOFTrigTaskH\x00R\avofTrig\x12;\n" +
+	"\n" +
+	"grief_grad\x18\n" +
+	" \x01(\v2\x1a.gpreduce.v1.GRIEFGradTaskH\x00R\tgriefGradB\x06\n" +
 	"\x04kind\"N\n" +
 	"\x04Gram\x12\f\n" +
 	"\x01s\x18\x01 \x01(\x05R\x01s\x12\f\n" +
@@ -2659,83 +2782,87 @@ func file_gpreduce_v1_types_proto_rawDescGZIP() []byte {
 	return file_gpreduce_v1_types_proto_rawDescData
 }
 
-var file_gpreduce_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_gpreduce_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_gpreduce_v1_types_proto_goTypes = []any{
-	(*DataSource)(nil),   // 0: gpreduce.v1.DataSource
-	(*ShardRef)(nil),     // 1: gpreduce.v1.ShardRef
-	(*Transform)(nil),    // 2: gpreduce.v1.Transform
-	(*GLMap)(nil),        // 3: gpreduce.v1.GLMap
-	(*RFFMap)(nil),       // 4: gpreduce.v1.RFFMap
-	(*GRIEFMap)(nil),     // 5: gpreduce.v1.GRIEFMap
-	(*MomentsTask)(nil),  // 6: gpreduce.v1.MomentsTask
-	(*GramTask)(nil),     // 7: gpreduce.v1.GramTask
-	(*DistinctTask)(nil), // 8: gpreduce.v1.DistinctTask
-	(*SampleTask)(nil),   // 9: gpreduce.v1.SampleTask
-	(*RFFTask)(nil),      // 10: gpreduce.v1.RFFTask
-	(*RowsTask)(nil),     // 11: gpreduce.v1.RowsTask
-	(*KernelOp)(nil),     // 12: gpreduce.v1.KernelOp
-	(*KernelTask)(nil),   // 13: gpreduce.v1.KernelTask
-	(*VOFModel)(nil),     // 14: gpreduce.v1.VOFModel
-	(*VOFKufTask)(nil),   // 15: gpreduce.v1.VOFKufTask
-	(*VOFBatch)(nil),     // 16: gpreduce.v1.VOFBatch
-	(*VOFTrigTask)(nil),  // 17: gpreduce.v1.VOFTrigTask
-	(*MissingBlob)(nil),  // 18: gpreduce.v1.MissingBlob
-	(*Task)(nil),         // 19: gpreduce.v1.Task
-	(*Gram)(nil),         // 20: gpreduce.v1.Gram
-	(*Moments)(nil),      // 21: gpreduce.v1.Moments
-	(*Vector)(nil),       // 22: gpreduce.v1.Vector
-	(*Sum)(nil),          // 23: gpreduce.v1.Sum
-	(*Rows)(nil),         // 24: gpreduce.v1.Rows
-	(*Distinct)(nil),     // 25: gpreduce.v1.Distinct
-	(*Sample)(nil),       // 26: gpreduce.v1.Sample
-	(*VOFKufStats)(nil),  // 27: gpreduce.v1.VOFKufStats
-	(*VOFTrigStats)(nil), // 28: gpreduce.v1.VOFTrigStats
-	(*Stats)(nil),        // 29: gpreduce.v1.Stats
+	(*DataSource)(nil),    // 0: gpreduce.v1.DataSource
+	(*ShardRef)(nil),      // 1: gpreduce.v1.ShardRef
+	(*Transform)(nil),     // 2: gpreduce.v1.Transform
+	(*GLMap)(nil),         // 3: gpreduce.v1.GLMap
+	(*RFFMap)(nil),        // 4: gpreduce.v1.RFFMap
+	(*GRIEFMap)(nil),      // 5: gpreduce.v1.GRIEFMap
+	(*MomentsTask)(nil),   // 6: gpreduce.v1.MomentsTask
+	(*GramTask)(nil),      // 7: gpreduce.v1.GramTask
+	(*GRIEFGradTask)(nil), // 8: gpreduce.v1.GRIEFGradTask
+	(*DistinctTask)(nil),  // 9: gpreduce.v1.DistinctTask
+	(*SampleTask)(nil),    // 10: gpreduce.v1.SampleTask
+	(*RFFTask)(nil),       // 11: gpreduce.v1.RFFTask
+	(*RowsTask)(nil),      // 12: gpreduce.v1.RowsTask
+	(*KernelOp)(nil),      // 13: gpreduce.v1.KernelOp
+	(*KernelTask)(nil),    // 14: gpreduce.v1.KernelTask
+	(*VOFModel)(nil),      // 15: gpreduce.v1.VOFModel
+	(*VOFKufTask)(nil),    // 16: gpreduce.v1.VOFKufTask
+	(*VOFBatch)(nil),      // 17: gpreduce.v1.VOFBatch
+	(*VOFTrigTask)(nil),   // 18: gpreduce.v1.VOFTrigTask
+	(*MissingBlob)(nil),   // 19: gpreduce.v1.MissingBlob
+	(*Task)(nil),          // 20: gpreduce.v1.Task
+	(*Gram)(nil),          // 21: gpreduce.v1.Gram
+	(*Moments)(nil),       // 22: gpreduce.v1.Moments
+	(*Vector)(nil),        // 23: gpreduce.v1.Vector
+	(*Sum)(nil),           // 24: gpreduce.v1.Sum
+	(*Rows)(nil),          // 25: gpreduce.v1.Rows
+	(*Distinct)(nil),      // 26: gpreduce.v1.Distinct
+	(*Sample)(nil),        // 27: gpreduce.v1.Sample
+	(*VOFKufStats)(nil),   // 28: gpreduce.v1.VOFKufStats
+	(*VOFTrigStats)(nil),  // 29: gpreduce.v1.VOFTrigStats
+	(*Stats)(nil),         // 30: gpreduce.v1.Stats
 }
 var file_gpreduce_v1_types_proto_depIdxs = []int32{
-	22, // 0: gpreduce.v1.GRIEFMap.grid:type_name -> gpreduce.v1.Vector
-	22, // 1: gpreduce.v1.GRIEFMap.q:type_name -> gpreduce.v1.Vector
-	22, // 2: gpreduce.v1.GRIEFMap.log_lam:type_name -> gpreduce.v1.Vector
+	23, // 0: gpreduce.v1.GRIEFMap.grid:type_name -> gpreduce.v1.Vector
+	23, // 1: gpreduce.v1.GRIEFMap.q:type_name -> gpreduce.v1.Vector
+	23, // 2: gpreduce.v1.GRIEFMap.log_lam:type_name -> gpreduce.v1.Vector
 	3,  // 3: gpreduce.v1.GramTask.gl:type_name -> gpreduce.v1.GLMap
 	2,  // 4: gpreduce.v1.GramTask.transform:type_name -> gpreduce.v1.Transform
 	5,  // 5: gpreduce.v1.GramTask.grief:type_name -> gpreduce.v1.GRIEFMap
-	4,  // 6: gpreduce.v1.RFFTask.rff:type_name -> gpreduce.v1.RFFMap
-	2,  // 7: gpreduce.v1.RFFTask.transform:type_name -> gpreduce.v1.Transform
-	2,  // 8: gpreduce.v1.RowsTask.transform:type_name -> gpreduce.v1.Transform
-	12, // 9: gpreduce.v1.KernelTask.op:type_name -> gpreduce.v1.KernelOp
-	14, // 10: gpreduce.v1.VOFKufTask.model:type_name -> gpreduce.v1.VOFModel
-	2,  // 11: gpreduce.v1.VOFKufTask.transform:type_name -> gpreduce.v1.Transform
-	16, // 12: gpreduce.v1.VOFKufTask.batch:type_name -> gpreduce.v1.VOFBatch
-	2,  // 13: gpreduce.v1.VOFTrigTask.transform:type_name -> gpreduce.v1.Transform
-	16, // 14: gpreduce.v1.VOFTrigTask.batch:type_name -> gpreduce.v1.VOFBatch
-	6,  // 15: gpreduce.v1.Task.moments:type_name -> gpreduce.v1.MomentsTask
-	7,  // 16: gpreduce.v1.Task.gram:type_name -> gpreduce.v1.GramTask
-	10, // 17: gpreduce.v1.Task.rff:type_name -> gpreduce.v1.RFFTask
-	11, // 18: gpreduce.v1.Task.rows:type_name -> gpreduce.v1.RowsTask
-	8,  // 19: gpreduce.v1.Task.distinct:type_name -> gpreduce.v1.DistinctTask
-	9,  // 20: gpreduce.v1.Task.sample:type_name -> gpreduce.v1.SampleTask
-	13, // 21: gpreduce.v1.Task.kernel:type_name -> gpreduce.v1.KernelTask
-	15, // 22: gpreduce.v1.Task.vof_kuf:type_name -> gpreduce.v1.VOFKufTask
-	17, // 23: gpreduce.v1.Task.vof_trig:type_name -> gpreduce.v1.VOFTrigTask
-	22, // 24: gpreduce.v1.Sum.parts:type_name -> gpreduce.v1.Vector
-	22, // 25: gpreduce.v1.Distinct.values:type_name -> gpreduce.v1.Vector
-	22, // 26: gpreduce.v1.VOFTrigStats.b:type_name -> gpreduce.v1.Vector
-	22, // 27: gpreduce.v1.VOFTrigStats.p:type_name -> gpreduce.v1.Vector
-	22, // 28: gpreduce.v1.VOFTrigStats.xb:type_name -> gpreduce.v1.Vector
-	22, // 29: gpreduce.v1.VOFTrigStats.xp:type_name -> gpreduce.v1.Vector
-	20, // 30: gpreduce.v1.Stats.gram:type_name -> gpreduce.v1.Gram
-	21, // 31: gpreduce.v1.Stats.moments:type_name -> gpreduce.v1.Moments
-	23, // 32: gpreduce.v1.Stats.sum:type_name -> gpreduce.v1.Sum
-	24, // 33: gpreduce.v1.Stats.rows:type_name -> gpreduce.v1.Rows
-	25, // 34: gpreduce.v1.Stats.distinct:type_name -> gpreduce.v1.Distinct
-	26, // 35: gpreduce.v1.Stats.sample:type_name -> gpreduce.v1.Sample
-	27, // 36: gpreduce.v1.Stats.vof_kuf:type_name -> gpreduce.v1.VOFKufStats
-	28, // 37: gpreduce.v1.Stats.vof_trig:type_name -> gpreduce.v1.VOFTrigStats
-	38, // [38:38] is the sub-list for method output_type
-	38, // [38:38] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	5,  // 6: gpreduce.v1.GRIEFGradTask.grief:type_name -> gpreduce.v1.GRIEFMap
+	2,  // 7: gpreduce.v1.GRIEFGradTask.transform:type_name -> gpreduce.v1.Transform
+	4,  // 8: gpreduce.v1.RFFTask.rff:type_name -> gpreduce.v1.RFFMap
+	2,  // 9: gpreduce.v1.RFFTask.transform:type_name -> gpreduce.v1.Transform
+	2,  // 10: gpreduce.v1.RowsTask.transform:type_name -> gpreduce.v1.Transform
+	13, // 11: gpreduce.v1.KernelTask.op:type_name -> gpreduce.v1.KernelOp
+	15, // 12: gpreduce.v1.VOFKufTask.model:type_name -> gpreduce.v1.VOFModel
+	2,  // 13: gpreduce.v1.VOFKufTask.transform:type_name -> gpreduce.v1.Transform
+	17, // 14: gpreduce.v1.VOFKufTask.batch:type_name -> gpreduce.v1.VOFBatch
+	2,  // 15: gpreduce.v1.VOFTrigTask.transform:type_name -> gpreduce.v1.Transform
+	17, // 16: gpreduce.v1.VOFTrigTask.batch:type_name -> gpreduce.v1.VOFBatch
+	6,  // 17: gpreduce.v1.Task.moments:type_name -> gpreduce.v1.MomentsTask
+	7,  // 18: gpreduce.v1.Task.gram:type_name -> gpreduce.v1.GramTask
+	11, // 19: gpreduce.v1.Task.rff:type_name -> gpreduce.v1.RFFTask
+	12, // 20: gpreduce.v1.Task.rows:type_name -> gpreduce.v1.RowsTask
+	9,  // 21: gpreduce.v1.Task.distinct:type_name -> gpreduce.v1.DistinctTask
+	10, // 22: gpreduce.v1.Task.sample:type_name -> gpreduce.v1.SampleTask
+	14, // 23: gpreduce.v1.Task.kernel:type_name -> gpreduce.v1.KernelTask
+	16, // 24: gpreduce.v1.Task.vof_kuf:type_name -> gpreduce.v1.VOFKufTask
+	18, // 25: gpreduce.v1.Task.vof_trig:type_name -> gpreduce.v1.VOFTrigTask
+	8,  // 26: gpreduce.v1.Task.grief_grad:type_name -> gpreduce.v1.GRIEFGradTask
+	23, // 27: gpreduce.v1.Sum.parts:type_name -> gpreduce.v1.Vector
+	23, // 28: gpreduce.v1.Distinct.values:type_name -> gpreduce.v1.Vector
+	23, // 29: gpreduce.v1.VOFTrigStats.b:type_name -> gpreduce.v1.Vector
+	23, // 30: gpreduce.v1.VOFTrigStats.p:type_name -> gpreduce.v1.Vector
+	23, // 31: gpreduce.v1.VOFTrigStats.xb:type_name -> gpreduce.v1.Vector
+	23, // 32: gpreduce.v1.VOFTrigStats.xp:type_name -> gpreduce.v1.Vector
+	21, // 33: gpreduce.v1.Stats.gram:type_name -> gpreduce.v1.Gram
+	22, // 34: gpreduce.v1.Stats.moments:type_name -> gpreduce.v1.Moments
+	24, // 35: gpreduce.v1.Stats.sum:type_name -> gpreduce.v1.Sum
+	25, // 36: gpreduce.v1.Stats.rows:type_name -> gpreduce.v1.Rows
+	26, // 37: gpreduce.v1.Stats.distinct:type_name -> gpreduce.v1.Distinct
+	27, // 38: gpreduce.v1.Stats.sample:type_name -> gpreduce.v1.Sample
+	28, // 39: gpreduce.v1.Stats.vof_kuf:type_name -> gpreduce.v1.VOFKufStats
+	29, // 40: gpreduce.v1.Stats.vof_trig:type_name -> gpreduce.v1.VOFTrigStats
+	41, // [41:41] is the sub-list for method output_type
+	41, // [41:41] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_gpreduce_v1_types_proto_init() }
@@ -2743,7 +2870,7 @@ func file_gpreduce_v1_types_proto_init() {
 	if File_gpreduce_v1_types_proto != nil {
 		return
 	}
-	file_gpreduce_v1_types_proto_msgTypes[19].OneofWrappers = []any{
+	file_gpreduce_v1_types_proto_msgTypes[20].OneofWrappers = []any{
 		(*Task_Moments)(nil),
 		(*Task_Gram)(nil),
 		(*Task_Rff)(nil),
@@ -2753,8 +2880,9 @@ func file_gpreduce_v1_types_proto_init() {
 		(*Task_Kernel)(nil),
 		(*Task_VofKuf)(nil),
 		(*Task_VofTrig)(nil),
+		(*Task_GriefGrad)(nil),
 	}
-	file_gpreduce_v1_types_proto_msgTypes[29].OneofWrappers = []any{
+	file_gpreduce_v1_types_proto_msgTypes[30].OneofWrappers = []any{
 		(*Stats_Gram)(nil),
 		(*Stats_Moments)(nil),
 		(*Stats_Sum)(nil),
@@ -2770,7 +2898,7 @@ func file_gpreduce_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gpreduce_v1_types_proto_rawDesc), len(file_gpreduce_v1_types_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   30,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

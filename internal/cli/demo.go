@@ -142,13 +142,13 @@ in-process engine instead; both give the same model.`,
 	return cmd
 }
 
-// demoShards is the demo job's shard count: --shards, or one per rowsPerShard rows.
+// demoShards is the demo job's shard count: --shards, or shard.DefaultShards.
 func demoShards(tr *shard.Table, rf runFlags) (int, error) {
 	if rf.shards < 0 {
 		return 0, fmt.Errorf("--shards %d: must be positive", rf.shards)
 	}
 	if rf.shards == 0 {
-		return (tr.N() + rowsPerShard - 1) / rowsPerShard, nil
+		return shard.DefaultShards(tr.N()), nil
 	}
 	return rf.shards, nil
 }

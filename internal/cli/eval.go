@@ -287,15 +287,12 @@ type runFlags struct {
 }
 
 func (f *runFlags) register(cmd *cobra.Command) {
-	cmd.Flags().IntVar(&f.shards, "shards", 0, fmt.Sprintf("number of shards (fixed per job; default: one per %d rows)", rowsPerShard))
+	cmd.Flags().IntVar(&f.shards, "shards", 0, fmt.Sprintf("number of shards (fixed per job; default: from the row count alone, %d for 4,096 to 1,048,576 rows, one per %d rows above, one per %d rows below)", shard.DefaultParallelShards, shard.DefaultRowsPerShard, shard.DefaultMinRowsPerShard))
 	cmd.Flags().IntVar(&f.workers, "cores", runtime.NumCPU(), "shard tasks run at once (never changes the result)")
 	// --workers was the name before worker serve's --cores became the one name.
 	cmd.Flags().IntVar(&f.workers, "workers", runtime.NumCPU(), "shard tasks run at once")
 	deprecatedAlias(cmd, "workers", "cores")
 }
-
-// rowsPerShard sets the default shard count, which depends only on the row count.
-const rowsPerShard = 1 << 16
 
 // cut cuts rows held in memory (a UCI split, a sample, a gzipped CSV) into the job's
 // fixed row-range shards, as a cluster cuts a source read whole.
@@ -305,7 +302,7 @@ func (f runFlags) cut(tr *shard.Table) (trainData, error) {
 	}
 	k := f.shards
 	if k == 0 {
-		k = (tr.N() + rowsPerShard - 1) / rowsPerShard
+		k = shard.DefaultShards(tr.N())
 	}
 	refs, tabs := shard.PartitionCount(tr, k)
 	return trainData{all: tr, refs: refs, tabs: tabs}, nil

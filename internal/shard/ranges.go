@@ -207,7 +207,7 @@ func SplitHead(path string, opts CSVOptions, rows, k int) ([]Ref, error) {
 		return nil, &ParseError{File: path, Msg: "the head holds no rows"}
 	}
 	if k <= 0 {
-		k = autoByteShards(end)
+		k = DefaultByteShards(end)
 	}
 	return splitSize(path, end, k), nil
 }

@@ -31,12 +31,6 @@ type Source struct {
 	TrainRows int
 }
 
-// Automatic shard sizes for Plan with k <= 0.
-const (
-	autoRowsPerShard  = 1 << 16
-	autoBytesPerShard = 8 << 20
-)
-
 // Reader reads data sources within an access policy and with bounds on what one source
 // may cost. The zero Reader is unconfined and uses the default bounds.
 type Reader struct {
@@ -111,7 +105,7 @@ func (r Reader) plan(ctx context.Context, src Source, k int) (Layout, []*Table, 
 			return Layout{}, nil, err
 		}
 		if k <= 0 {
-			k = (t.N() + autoRowsPerShard - 1) / autoRowsPerShard
+			k = DefaultShards(t.N())
 		}
 		refs, tabs := PartitionCount(t, k)
 		return Layout{Refs: refs, Columns: t.Columns, Target: t.Target}, tabs, nil
@@ -127,7 +121,7 @@ func (r Reader) plan(ctx context.Context, src Source, k int) (Layout, []*Table, 
 			return Layout{}, nil, fmt.Errorf("plan: %w", err)
 		}
 		if k <= 0 {
-			k = autoByteShards(fi.Size())
+			k = DefaultByteShards(fi.Size())
 		}
 		if refs, err = SplitRanges(loc.path, k); err != nil {
 			return Layout{}, nil, err
@@ -151,7 +145,7 @@ func (r Reader) plan(ctx context.Context, src Source, k int) (Layout, []*Table, 
 			return Layout{}, nil, &ParseError{File: loc.name, Msg: "the file is empty: expected CSV data; check the URL or add data"}
 		}
 		if k <= 0 {
-			k = autoByteShards(size)
+			k = DefaultByteShards(size)
 		}
 		refs = splitSize(loc.name, size, k)
 		if s, err = readFirst(hc.stream(ctx, loc.url, 0, firstTailChunk), loc.name, opts); err != nil {
@@ -384,9 +378,6 @@ func (r Reader) loadTable(ctx context.Context, src Source, loc location) (*Table
 }
 
 // autoByteShards is the automatic number of byte ranges for a file of size bytes.
-func autoByteShards(size int64) int {
-	return int(max(1, (size+autoBytesPerShard-1)/autoBytesPerShard))
-}
 
 // splitSize cuts size bytes into k ranges exactly as SplitRanges cuts a file of that size.
 func splitSize(name string, size int64, k int) []Ref {

@@ -338,7 +338,7 @@ func TestPlanUCIMatchesPartitionCount(t *testing.T) {
 					}
 					wantK := k
 					if k <= 0 {
-						wantK = (train.N() + autoRowsPerShard - 1) / autoRowsPerShard
+						wantK = DefaultShards(train.N())
 					}
 					wantRefs, wantTabs := PartitionCount(train, wantK)
 					if len(refs) != len(wantRefs) {
@@ -377,13 +377,23 @@ func TestSplitSizeMatchesSplitRanges(t *testing.T) {
 	}
 }
 
-func TestAutoShardCounts(t *testing.T) {
+// TestDefaultShardCounts: the default shard count follows the documented rule, by rows and by
+// CSV bytes: one shard per 256 rows (32 KiB) up to 16 shards, 16 up to 2^20 rows (128 MiB),
+// one per 2^16 rows (8 MiB) above.
+func TestDefaultShardCounts(t *testing.T) {
+	for _, tc := range []struct{ n, want int }{
+		{0, 1}, {1, 1}, {256, 1}, {257, 2}, {2000, 8}, {4096, 16}, {13500, 16}, {1 << 20, 16}, {1<<20 + 1, 17}, {10_000_000, 153},
+	} {
+		if got := DefaultShards(tc.n); got != tc.want {
+			t.Errorf("DefaultShards(%d) = %d, want %d", tc.n, got, tc.want)
+		}
+	}
 	for _, tc := range []struct {
 		size int64
 		want int
-	}{{1, 1}, {8 << 20, 1}, {8<<20 + 1, 2}, {100 << 20, 13}} {
-		if got := autoByteShards(tc.size); got != tc.want {
-			t.Errorf("autoByteShards(%d) = %d, want %d", tc.size, got, tc.want)
+	}{{1, 1}, {32 << 10, 1}, {32<<10 + 1, 2}, {1 << 20, 16}, {8 << 20, 16}, {128 << 20, 16}, {128<<20 + 1, 17}, {1 << 30, 128}} {
+		if got := DefaultByteShards(tc.size); got != tc.want {
+			t.Errorf("DefaultByteShards(%d) = %d, want %d", tc.size, got, tc.want)
 		}
 	}
 }

@@ -28,6 +28,11 @@ const (
 	// WarnEstimate: a reported quantity is a stochastic estimate or is not comparable with
 	// other methods' values of the same name.
 	WarnEstimate = "estimate"
+	// WarnApproximation: the method's approximation of the kernel leaves out more prior
+	// variance per training row than the noise variance (tr(K - K~)/n > sigma_n^2, the
+	// trace term of Titsias's 2009 bound, over half a nat per row), so the predictions are
+	// limited by the approximation's size rather than by the data.
+	WarnApproximation = "approximation"
 )
 
 // Warning is one condition a user should know about a trained model or a prediction.

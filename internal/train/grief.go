@@ -50,6 +50,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
@@ -240,11 +241,8 @@ func (r *run) trainGRIEF(ctx context.Context, eng engine.Engine, p *prepared) (*
 	if err != nil {
 		return nil, fmt.Errorf("grief: %w", err)
 	}
-	var trA float64
-	for i := 0; i < gram.S; i++ {
-		trA += gram.G[i*gram.S+i]
-	}
-	obs(Event{Phase: "basis", Message: fmt.Sprintf("transformed basis of rank %d of %d; prior variance left out per row %.4g (signal %.4g, noise %.4g)", b.pt, b.p, h.SignalVariance-trA/float64(gram.N), h.SignalVariance, h.NoiseVariance)})
+	left := griefLeftOut(gram, h.SignalVariance)
+	obs(Event{Phase: "basis", Message: fmt.Sprintf("transformed basis of rank %d of %d; prior variance left out per row %.4g (signal %.4g, noise %.4g)", b.pt, b.p, left, h.SignalVariance, h.NoiseVariance)})
 
 	// Step 7 and 8: inference over (log w~, log s2) and the posterior.
 	var post *model.GRIEFPost
@@ -283,10 +281,42 @@ func (r *run) trainGRIEF(ctx context.Context, eng engine.Engine, p *prepared) (*
 		reason = fit.reason
 	}
 	r.warnFit(m, p, fit.theta, lower, upper, reason)
+	if left > noise {
+		m.Warn(model.WarnApproximation, "the %d eigenfunctions of the %s-point grid leave out %.3g of the prior variance %.3g per training row (standardized units), more than the noise variance %.3g: predictions are limited by the approximation; raise eigenfunctions (max-features bounds it) or grid", np, griefGridSize(sizes), left, h.SignalVariance, noise)
+	}
 	if inference == "type2-weights" {
 		m.Warn(model.WarnEstimate, "the log likelihood %.6g (type2-weights) is maximised over %d eigenfunction weights as well as the noise; it is not comparable with other methods' log likelihoods, and the weights may overfit (GP-GRIEF §5)", lml, b.pt)
 	}
 	return m, nil
+}
+
+// griefLeftOut is the prior variance per row that the GRIEF kernel of the Gram statistic g
+// leaves out, sf2 - tr(Phi^T Phi)/n = tr(K - K~)/n (K~ = Phi Phi^T is a Nystrom kernel, so
+// K - K~ is positive semi-definite and the difference is at least 0 up to rounding).
+func griefLeftOut(g *reduce.Gram, sf2 float64) float64 {
+	var tr float64
+	for i := 0; i < g.S; i++ {
+		tr += g.G[i*g.S+i]
+	}
+	return sf2 - tr/float64(g.N)
+}
+
+// griefGridSize is "m_1 x m_2 x ..." with runs of equal sizes written as powers.
+func griefGridSize(sizes []int) string {
+	var parts []string
+	for i := 0; i < len(sizes); {
+		j := i
+		for j < len(sizes) && sizes[j] == sizes[i] {
+			j++
+		}
+		if j-i > 1 {
+			parts = append(parts, fmt.Sprintf("%d^%d", sizes[i], j-i))
+		} else {
+			parts = append(parts, fmt.Sprint(sizes[i]))
+		}
+		i = j
+	}
+	return strings.Join(parts, " x ")
 }
 
 // griefGram runs one Gram pass with the GRIEF map g: A = Phi^T Phi, r = Phi^T y, y^T y, n.

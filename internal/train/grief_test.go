@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/gpreduce/gpreduce/internal/reduce"
 	"github.com/gpreduce/gpreduce/internal/shard"
 	"github.com/gpreduce/gpreduce/internal/tasks"
+	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
 
 // griefFixture is a GRIEF map with p = m on a small grid over synthetic data, its Gram
@@ -553,5 +555,52 @@ func TestLogNormalFromMode(t *testing.T) {
 	}
 	if v := (math.Exp(s2) - 1) * math.Exp(2*mu+s2); math.Abs(v-0.5) > 1e-9 {
 		t.Errorf("variance %g", v)
+	}
+}
+
+// TestGRIEFApproximationWarning: a GRIEF map that leaves out more prior variance per row than
+// the noise variance carries the approximation warning, with the left-out variance equal to
+// sf2 - tr(Phi^T Phi)/n computed from the features directly; a map that represents the kernel
+// (one input, 10 grid points, every eigenfunction) does not.
+func TestGRIEFApproximationWarning(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name       string
+		d, p, grid int
+		want       bool
+	}{
+		{"full 1-D grid", 1, 10, 10, false},
+		{"4 eigenfunctions of 3 inputs", 3, 4, 10, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tab := synthTable(300, c.d, 131)
+			spec := DefaultSpec("grief")
+			spec.Settings = &pb.GRIEFSettings{Inference: "type2", Eigenfunctions: int32(c.p), Grid: int32(c.grid)}
+			m, err := Train(ctx, localEngine(t, tab, 3, 2), spec, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			post := m.Posterior.(*model.GRIEFPosterior)
+			g := &features.GRIEF{Family: kernel.RBF, Lengthscales: post.Map.Lengthscales, SignalVariance: post.Map.SignalVariance,
+				Grid: post.Map.Grid, Q: post.Map.Q, LogLam: post.Map.LogLam, Idx: post.Map.Idx, LogLamP: post.Map.LogLamP}
+			ref := newReference(t, localEngine(t, tab, 3, 2), kernel.RBF)
+			np := g.NumFeatures()
+			z := make([]float64, ref.p.n*np)
+			g.MapBlock(ref.rows.X, ref.p.n, z)
+			var tr float64
+			for _, v := range z {
+				tr += v * v
+			}
+			left := g.SignalVariance - tr/float64(ref.p.n)
+			t.Logf("left out %.4g per row (standardized), warnings %v", left, m.Warnings)
+			if got := m.HasWarning(model.WarnApproximation); got != c.want {
+				t.Errorf("approximation warning present = %v, want %v", got, c.want)
+			}
+			for _, w := range m.Warnings {
+				if w.Code == model.WarnApproximation && !strings.Contains(w.Message, fmt.Sprintf(" %.3g of the prior variance", left)) {
+					t.Errorf("warning %q does not state the left-out variance %.3g", w.Message, left)
+				}
+			}
+		})
 	}
 }

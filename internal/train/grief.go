@@ -200,6 +200,11 @@ func (r *run) trainGRIEF(ctx context.Context, eng engine.Engine, p *prepared) (*
 	}
 	fit := &fitted{theta: append([]float64(nil), theta...)}
 	if inference == "type2" {
+		if griefSettings(&spec).GetEigenfunctions() == 0 {
+			if np, err = r.griefIISize(ctx, eng, p, fam, grid, theta, np); err != nil {
+				return nil, fmt.Errorf("grief: %w", err)
+			}
+		}
 		q := &griefIIProblem{ctx: ctx, eng: eng, tf: p.tf, fam: fam, grid: grid, p: np, d: d}
 		obs(Event{Phase: "optimize", Message: fmt.Sprintf("GRIEF-II: theta and the noise with w = 1, %d eigenfunctions; each evaluation is a Gram pass and a gradient pass", np)})
 		if fit, err = r.optimize(ctx, q.objective, theta, lower, upper, p, griefIIFuncTol); err != nil {
@@ -288,6 +293,43 @@ func (r *run) trainGRIEF(ctx context.Context, eng engine.Engine, p *prepared) (*
 		m.Warn(model.WarnEstimate, "the log likelihood %.6g (type2-weights) is maximised over %d eigenfunction weights as well as the noise; it is not comparable with other methods' log likelihoods, and the weights may overfit (GP-GRIEF §5)", lml, b.pt)
 	}
 	return m, nil
+}
+
+// griefIISize is GRIEF-II's default number of eigenfunctions. GP-GRIEF §6 takes p = min(1000,
+// 10^floor(log10 n)) with n the size of the whole dataset; on a training split of a set just
+// above a power of ten that gives a tenth of the paper's p (concrete: 927 training rows of
+// 1030, p = 100 where the paper used 1000). So p0, the rule on the training rows, is raised up
+// the same ladder (x10, at most DefaultGRIEFEigenfunctions) while, at the searched start
+// theta, the p eigenfunctions leave out more prior variance per row than the noise variance
+// (griefLeftOut > sigma_n^2: the approximation, not the data, limits the fit) and the grid has
+// more than p product eigenfunctions. Each step is one Gram pass, and a step happens only for
+// n < 1000 rows, where a pass is cheap. The start theta is checkpointed, so a resumed run
+// repeats the same passes and gets the same p.
+func (r *run) griefIISize(ctx context.Context, eng engine.Engine, p *prepared, fam kernel.Family, grid [][]float64, theta []float64, p0 int) (int, error) {
+	h := hyperOf(theta, p.d)
+	m := 1 // prod_i m_i, the grid's product eigenfunctions, capped at the ladder's top
+	for _, ax := range grid {
+		m = min(m*len(ax), DefaultGRIEFEigenfunctions)
+	}
+	np := p0
+	for np < min(m, DefaultGRIEFEigenfunctions) {
+		g, err := features.NewGRIEF(fam, h.Lengthscales, h.SignalVariance, grid, np)
+		if err != nil {
+			return 0, err
+		}
+		gram, err := griefGram(ctx, eng, g, p.tf)
+		if err != nil {
+			return 0, err
+		}
+		left := griefLeftOut(gram, h.SignalVariance)
+		if !(left > h.NoiseVariance) {
+			break
+		}
+		next := min(10*np, m)
+		r.obs(Event{Phase: "sizing", Message: fmt.Sprintf("GRIEF-II: %d eigenfunctions leave out %.3g of the prior variance %.3g per row at the start, more than the noise variance %.3g: taking %d", np, left, h.SignalVariance, h.NoiseVariance, next)})
+		np = next
+	}
+	return np, nil
 }
 
 // griefLeftOut is the prior variance per row that the GRIEF kernel of the Gram statistic g

@@ -604,3 +604,59 @@ func TestGRIEFApproximationWarning(t *testing.T) {
 		})
 	}
 }
+
+// TestGRIEFIISize: GRIEF-II's default p climbs the paper's ladder (100 -> 1000) exactly when the
+// eigenfunctions at the start theta leave out more prior variance per row than the noise
+// variance, and stops at what the grid holds.
+func TestGRIEFIISize(t *testing.T) {
+	ctx := context.Background()
+	tab := synthTable(300, 3, 141)
+	eng := localEngine(t, tab, 3, 2)
+	ref := newReference(t, eng, kernel.RBF)
+	r, err := newRun(DefaultSpec("grief"), Hooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name     string
+		ls, sn2  float64
+		gridSize int
+		want     int
+	}{
+		{"short lengthscales, little noise: raised", 0.3, 1e-4, 10, 1000},
+		{"same, noise above the left-out variance: kept", 0.3, 5, 10, 100},
+		{"long lengthscales: kept", 30, 1e-3, 10, 100},
+		{"grid of 5^3 points: raised to what it holds", 0.3, 1e-4, 5, 125},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			grid := make([][]float64, 3)
+			for k := range grid {
+				grid[k] = make([]float64, c.gridSize)
+				for a := range grid[k] {
+					grid[k][a] = -2 + 4*float64(a)/float64(c.gridSize-1)
+				}
+			}
+			theta := []float64{math.Log(c.ls), math.Log(c.ls), math.Log(c.ls), 0, math.Log(c.sn2)}
+			got, err := r.griefIISize(ctx, eng, ref.p, kernel.RBF, grid, theta, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The rule itself, from the features: at p = 100 the left-out variance against the noise.
+			g, err := features.NewGRIEF(kernel.RBF, []float64{c.ls, c.ls, c.ls}, 1, grid, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			z := make([]float64, ref.p.n*g.NumFeatures())
+			g.MapBlock(ref.rows.X, ref.p.n, z)
+			var tr float64
+			for _, v := range z {
+				tr += v * v
+			}
+			left := 1 - tr/float64(ref.p.n)
+			t.Logf("left out %.4g at p = 100, noise %.4g: p = %d", left, c.sn2, got)
+			if got != min(c.want, int(math.Pow(float64(c.gridSize), 3))) || (got > 100) != (left > c.sn2) {
+				t.Errorf("p = %d, want %d (left out %.4g, noise %.4g)", got, c.want, left, c.sn2)
+			}
+		})
+	}
+}

@@ -368,6 +368,10 @@ type griefWork struct {
 	kv     [][]float64 // per dimension: k_i(x_i, grid_i[a])
 	logAbs [][]float64 // per dimension and used column: log |B_i|
 	sign   [][]float64 // per dimension and used column: sign(B_i) in {-1, 0, 1}
+	// vary lists the dimensions whose selection uses more than one column; the others (an
+	// input switched off by a long lengthscale uses only its first eigenfunction) give every
+	// feature the same factor, which is formed once per row.
+	vary []int
 }
 
 func (g *GRIEF) newWork() *griefWork {
@@ -397,6 +401,9 @@ func (g *GRIEF) newWork() *griefWork {
 		}
 		w.logAbs[i] = make([]float64, len(w.cols[i]))
 		w.sign[i] = make([]float64, len(w.cols[i]))
+		if len(w.cols[i]) > 1 {
+			w.vary = append(w.vary, i)
+		}
 	}
 	return w
 }
@@ -419,7 +426,8 @@ func (g *GRIEF) Map(x, dst []float64) {
 //	B_i = (k_i(x_i, grid_i) Q^(i))[Idx[k,i]],
 //
 // forming per row and dimension only the columns of k_i(x_i, grid_i) Q^(i) that the selection
-// uses (O(m_i c_i) for c_i used columns), then O(d) per feature. A zero sign gives phi_k = 0 (its
+// uses (O(m_i c_i) for c_i used columns), then O(d') per feature, d' the dimensions whose
+// selection uses more than one column (the others' factors are common to all features). A zero sign gives phi_k = 0 (its
 // log is skipped). The scaling by Lambda_k^{-1/2} is applied inside the exp, so phi_k overflows
 // or underflows only when its value does.
 func (g *GRIEF) MapBlock(x []float64, rows int, dst []float64) {
@@ -457,10 +465,23 @@ func (g *GRIEF) mapRow(x, dst []float64, w *griefWork) {
 			}
 		}
 	}
+	// The factors of the dimensions with one used column, common to every feature.
+	s0, l0 := 1.0, 0.0
+	for i := 0; i < d; i++ {
+		if len(w.cols[i]) == 1 {
+			s0 *= w.sign[i][0]
+			l0 += w.logAbs[i][0]
+		}
+	}
+	if s0 == 0 {
+		clear(dst[:p])
+		return
+	}
 	for k := 0; k < p; k++ {
-		s, l := 1.0, -0.5*g.LogLamP[k]
+		s, l := s0, l0-0.5*g.LogLamP[k]
 		pos := w.pos[k*d : (k+1)*d]
-		for i, c := range pos {
+		for _, i := range w.vary {
+			c := pos[i]
 			sg := w.sign[i][c]
 			if sg == 0 {
 				s = 0

@@ -174,14 +174,23 @@ func (gg *GRIEFGrad) row(x, phi, z, acc []float64, termwise bool) {
 		}
 	}
 	if !zero {
+		// A dimension with one used column has the same rho for every feature: its sum is
+		// rho times sum_k z_k phi_k.
+		var sw float64
 		for k := 0; k < p; k++ {
 			wk := z[k] * phi[k]
+			sw += wk
 			if wk == 0 {
 				continue
 			}
 			pos := w.pos[k*d : (k+1)*d]
-			for i, c := range pos {
-				acc[i] += wk * gg.rho[i][c]
+			for _, i := range w.vary {
+				acc[i] += wk * gg.rho[i][pos[i]]
+			}
+		}
+		for i := 0; i < d; i++ {
+			if len(w.cols[i]) == 1 {
+				acc[i] += sw * gg.rho[i][0]
 			}
 		}
 		return

@@ -8,9 +8,12 @@ package train
 //
 // The algorithm, step by step:
 //
-//  1. moments pass (standardization; run.prepare);
+//  1. moments pass (standardization; run.prepare), then the layout (vofShape): --layout
+//     tensor or additive as given; auto (the default) takes the tensor product while its
+//     M1^d features fit --max-features and otherwise the additive layout, which the model's
+//     sizing warning reports;
 //  2. the start: the shared hyperparameter search (search.go) gives the lengthscales, the
-//     signal variance (split evenly over the inputs for --additive) and the noise; the feature
+//     signal variance (split evenly over the inputs for the additive layout) and the noise; the feature
 //     parameter starts at sigma_in = 1 (Hermite, Section 3.1.1: the standardized inputs'
 //     variance) or at a = min(4/l, pi K / (1.1 xmax)) per input (TrigVOF, Section 3.1.2: the
 //     band [-a, a] covers the spectral density's bulk while the K-th basis function still
@@ -108,8 +111,48 @@ func vofSettings(s *Spec) *pb.VOFSettings {
 	return &pb.VOFSettings{}
 }
 
-// vofShape is the vof.Model of the spec for d inputs.
-func vofShape(s *Spec, d int) (vof.Model, error) {
+// The values of --layout: how the 1-D bases of the inputs combine into d-dimensional
+// features (features.VOFLayout).
+const (
+	// VOFLayoutAuto is the default: the tensor product when its M1^d features fit
+	// --max-features, otherwise the additive layout, with a sizing warning on the model.
+	VOFLayoutAuto = "auto"
+	// VOFLayoutTensor is the tensor product (the product kernel, M1^d features), refused
+	// when M1^d exceeds --max-features.
+	VOFLayoutTensor = "tensor"
+	// VOFLayoutAdditive is a sum of 1-D VOF models, one per input (the additive kernel,
+	// d M1 features; no interactions between inputs). --additive is a synonym.
+	VOFLayoutAdditive = "additive"
+)
+
+// vofLayoutName is the spec's --layout with --additive folded in: auto, tensor or additive.
+func vofLayoutName(s *Spec) (string, error) {
+	v := vofSettings(s)
+	l := v.GetLayout()
+	switch l {
+	case "":
+		l = VOFLayoutAuto
+	case VOFLayoutAuto, VOFLayoutTensor, VOFLayoutAdditive:
+	default:
+		return "", fmt.Errorf("layout: unknown layout %q; use auto, tensor or additive", l)
+	}
+	if v.GetAdditive() {
+		if v.GetLayout() != "" && l != VOFLayoutAdditive {
+			return "", fmt.Errorf("layout: %s contradicts --additive (the same as --layout additive); drop one of them", l)
+		}
+		l = VOFLayoutAdditive
+	}
+	return l, nil
+}
+
+// vofShape is the vof.Model of the spec for d inputs, with the layout resolved. Burt,
+// Rasmussen and van der Wilk (2020) construct 1-D features only; their Section 4.3 notes that
+// VOF struggle with many inputs and points to additive structure in the prior, as in VFF.
+// The default layout (auto) therefore keeps the tensor product, with its interactions between
+// inputs, while its M1^d features fit --max-features, and otherwise takes the additive layout
+// of d M1 features. sizing is not empty when auto chose the additive layout: it says what was
+// chosen, why, and what to change, for the model's sizing warning.
+func vofShape(s *Spec, d int) (mod vof.Model, sizing string, err error) {
 	v := vofSettings(s)
 	basis := vof.Hermite
 	if vofTrig(s) {
@@ -117,10 +160,39 @@ func vofShape(s *Spec, d int) (vof.Model, error) {
 	}
 	fam, err := kernel.ParseFamily(s.Kernel)
 	if err != nil {
-		return vof.Model{}, fmt.Errorf("kernel: %w", err)
+		return vof.Model{}, "", fmt.Errorf("kernel: %w", err)
 	}
-	return vof.Model{Basis: basis, Family: fam, Dim: d, M1: orInt(int(v.GetFeatures()), DefaultVOFFeatures),
-		Additive: v.GetAdditive(), Dense: v.GetCovariance() == "dense", MaxFeatures: orInt(int(v.GetMaxFeatures()), DefaultMaxVOFFeatures)}, nil
+	layout, err := vofLayoutName(s)
+	if err != nil {
+		return vof.Model{}, "", err
+	}
+	mod = vof.Model{Basis: basis, Family: fam, Dim: d, M1: orInt(int(v.GetFeatures()), DefaultVOFFeatures),
+		Additive: layout == VOFLayoutAdditive, Dense: v.GetCovariance() == "dense", MaxFeatures: orInt(int(v.GetMaxFeatures()), DefaultMaxVOFFeatures)}
+	if layout == VOFLayoutAdditive || d < 2 || mod.M1 < 1 {
+		return mod, "", nil
+	}
+	if tensorFits(mod.M1, d, mod.MaxFeatures) {
+		return mod, "", nil
+	}
+	if layout == VOFLayoutTensor {
+		return vof.Model{}, "", fmt.Errorf("layout: tensor needs %d^%d features (%d per input over %d inputs), over --max-features %d; raise --max-features, lower --features, or use --layout additive or auto",
+			mod.M1, d, mod.M1, d, mod.MaxFeatures)
+	}
+	mod.Additive = true
+	sizing = fmt.Sprintf("vof: %d^%d tensor features exceed --max-features %d; using the additive layout (%d x %d = %d features): interactions between inputs are not modelled; raise --max-features or lower --features for a tensor grid (--layout tensor), or set --layout additive to choose this layout and silence this warning",
+		mod.M1, d, mod.MaxFeatures, d, mod.M1, d*mod.M1)
+	return mod, sizing, nil
+}
+
+// tensorFits reports whether m1^d <= maxFeatures, without overflow.
+func tensorFits(m1, d, maxFeatures int) bool {
+	n := 1
+	for k := 0; k < d; k++ {
+		if n *= m1; n > maxFeatures {
+			return false
+		}
+	}
+	return true
 }
 
 // vofTrig reports whether the spec's basis is TrigVOF: --basis trig, or no basis and a
@@ -134,6 +206,9 @@ func vofTrig(s *Spec) bool {
 func validateVOF(s *Spec, d int) error {
 	v := vofSettings(s)
 	if err := nonNegative(v); err != nil {
+		return err
+	}
+	if _, err := vofLayoutName(s); err != nil {
 		return err
 	}
 	trig := vofTrig(s)
@@ -164,7 +239,7 @@ func validateVOF(s *Spec, d int) error {
 	if d == 0 {
 		return nil
 	}
-	mod, err := vofShape(s, d)
+	mod, _, err := vofShape(s, d)
 	if err != nil {
 		return err
 	}
@@ -197,7 +272,7 @@ func (r *run) trainVOF(ctx context.Context, eng engine.Engine, p *prepared) (*mo
 	spec, obs := r.spec, r.obs
 	vs := vofSettings(&spec)
 	d := p.d
-	mod, err := vofShape(&spec, d)
+	mod, sizing, err := vofShape(&spec, d)
 	if err != nil {
 		return nil, fmt.Errorf("vof: %w", err)
 	}
@@ -244,8 +319,11 @@ func (r *run) trainVOF(ctx context.Context, eng engine.Engine, p *prepared) (*mo
 	if prob.rate > 0 {
 		mode += fmt.Sprintf(", minibatches of about %d rows", vs.GetBatchRows())
 	}
-	obs(Event{Phase: "sizing", Message: fmt.Sprintf("%d %s features (%d per input, %s), %s covariance; %s",
+	obs(Event{Phase: "sizing", Message: fmt.Sprintf("%d %s features (%d per input, %s layout), %s covariance; %s",
 		M, mod.Basis, mod.M1, map[bool]string{false: "tensor", true: "additive"}[mod.Additive], map[bool]string{false: "diagonal", true: "dense"}[mod.Dense], mode)})
+	if sizing != "" {
+		obs(Event{Phase: "sizing", Message: sizing})
+	}
 
 	// Steps 3 and 4: the optimizer.
 	var h []float64
@@ -286,6 +364,9 @@ func (r *run) trainVOF(ctx context.Context, eng engine.Engine, p *prepared) (*mo
 	fit.theta = append(append([]float64(nil), h[:d]...), math.Log(priorVariance(post)), h[d+mod.NumVariances()])
 	m := newModel(spec, p, fit, elbo)
 	m.Posterior = &model.VOFPosterior{Basis: mod.Basis.String(), M1: mod.M1, Additive: mod.Additive, Dense: mod.Dense, Params: *post}
+	if sizing != "" {
+		m.Warn(model.WarnSizing, "%s", sizing)
+	}
 	r.warnFit(m, p, fit.theta, lower, upper, fit.reason)
 	if worse != "" {
 		m.Warn(model.WarnNotConverged, "%s", worse)

@@ -188,7 +188,10 @@ func TestVOFValidate(t *testing.T) {
 		{vofSpec("basis", "trig", "fixed_grid", true, "batch_rows", 10), 0, "batch-rows:"},
 		{vofSpec("features", -3), 0, "features"},
 		{vofSpec("learning_rate", math.Inf(1)), 0, "learning-rate"},
-		{vofSpec("features", 21), 4, "features: VOF layout: a tensor product"},
+		{vofSpec("features", 21, "layout", "tensor"), 4, "layout: tensor needs 21^4 features"},
+		{vofSpec("layout", "grid"), 0, "layout: unknown layout"},
+		{vofSpec("layout", "tensor", "additive", true), 0, "layout: tensor contradicts --additive"},
+		{vofSpec("features", 2000), 3, "features: VOF layout: 3 inputs x 2000"},
 		{vofSpec("basis", "trig", "frequencies", 64), 2, "frequencies: TrigVOF grid"},
 	} {
 		err := c.spec.Validate(c.d)
@@ -201,9 +204,135 @@ func TestVOFValidate(t *testing.T) {
 	if err := s.Validate(1); err == nil || !strings.Contains(err.Error(), "basis: hermite") {
 		t.Errorf("hermite with matern32: error %v", err)
 	}
-	for _, ok := range []Spec{vofSpec(), vofSpec("features", 21, "additive", true), vofSpec("basis", "trig", "features", 7, "fixed_grid", true)} {
+	for _, ok := range []Spec{vofSpec(), vofSpec("features", 21, "additive", true), vofSpec("basis", "trig", "features", 7, "fixed_grid", true),
+		vofSpec("layout", "additive", "additive", true), vofSpec("layout", "tensor"), vofSpec("features", 21), vofSpec("layout", "auto")} {
 		if err := ok.Validate(2); err != nil {
 			t.Errorf("%v: %v", vofSettings(&ok), err)
 		}
+	}
+}
+
+// TestVOFLayoutChoice: the layout vofShape resolves for d inputs from --layout, --additive,
+// --features and --max-features, and whether it carries a sizing note (auto chose additive).
+func TestVOFLayoutChoice(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		spec     Spec
+		d        int
+		additive bool
+		sizing   bool
+		err      string
+	}{
+		{"default d=1", vofSpec(), 1, false, false, ""},
+		{"default d=2", vofSpec(), 2, false, false, ""},
+		// 21^3 = 9261 features exceed the default budget of 4096.
+		{"default d=3", vofSpec(), 3, true, true, ""},
+		{"default d=3, 15 features", vofSpec("features", 15), 3, false, false, ""},
+		{"default d=3, budget 9261", vofSpec("max_features", 9261), 3, false, false, ""},
+		{"default d=8", vofSpec(), 8, true, true, ""},
+		{"auto d=8", vofSpec("layout", "auto"), 8, true, true, ""},
+		{"additive d=8", vofSpec("layout", "additive"), 8, true, false, ""},
+		{"--additive d=8", vofSpec("additive", true), 8, true, false, ""},
+		{"--additive d=2", vofSpec("additive", true), 2, true, false, ""},
+		{"tensor d=2", vofSpec("layout", "tensor"), 2, false, false, ""},
+		{"tensor d=8", vofSpec("layout", "tensor"), 8, false, false, "layout: tensor needs 21^8 features (21 per input over 8 inputs), over --max-features 4096"},
+	} {
+		mod, sizing, err := vofShape(&c.spec, c.d)
+		switch {
+		case c.err != "":
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s: error %v, want one containing %q", c.name, err, c.err)
+			}
+			continue
+		case err != nil:
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		if mod.Additive != c.additive || (sizing != "") != c.sizing {
+			t.Errorf("%s: additive %v, sizing %q; want additive %v, a sizing note %v", c.name, mod.Additive, sizing, c.additive, c.sizing)
+		}
+		if _, err := mod.Validate(); err != nil {
+			t.Errorf("%s: the chosen layout is invalid: %v", c.name, err)
+		}
+	}
+}
+
+// TestVOFDefaultLayout trains vof with its defaults through train.Run (Issue 9: defaults are
+// the product): on d = 5 the 21^5 tensor grid is over the budget, so the model takes the
+// additive layout, records it and carries a sizing warning naming the budget, and on the
+// additive synthetic function its test RMSE is within 15% of the exact GP's (and near the
+// noise 0.1); --layout tensor
+// on the same data refuses with an error naming the layout and --max-features; on d = 2 the
+// default stays the tensor product without a sizing warning.
+func TestVOFDefaultLayout(t *testing.T) {
+	tr5, te5 := synthTable(400, 5, 31), synthTable(300, 5, 32)
+	ex := trainOn(t, tr5, DefaultSpec("exact"), 4, 2)
+	eEx := math.Sqrt(testMSE(t, ex, te5))
+	for _, c := range []struct {
+		name     string
+		tr, te   *shard.Table
+		spec     Spec
+		err      []string // every one in the error; nil for success
+		additive bool
+		sizing   bool
+	}{
+		{"d=5 default", tr5, te5, vofSpec(), nil, true, true},
+		{"d=5 --layout additive", tr5, te5, vofSpec("layout", "additive"), nil, true, false},
+		{"d=5 --layout tensor", tr5, te5, vofSpec("layout", "tensor"), []string{"layout: tensor", "--max-features 4096"}, false, false},
+		{"d=2 default", synthTable(300, 2, 33), nil, vofSpec(), nil, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			spec := c.spec
+			if c.te == nil {
+				spec.MaxIter = 5 // the layout is the point, not the fit
+			}
+			m, err := Train(context.Background(), localEngine(t, c.tr, 4, 2), spec, nil)
+			if c.err != nil {
+				if err == nil {
+					t.Fatal("trained; want an error")
+				}
+				for _, w := range c.err {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q does not contain %q", err, w)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			post, ok := m.Posterior.(*model.VOFPosterior)
+			if !ok {
+				t.Fatalf("posterior %T", m.Posterior)
+			}
+			want := 21 * 21
+			if c.additive {
+				want = 21 * c.tr.D
+			}
+			if post.Additive != c.additive || m.NumFeatures() != want {
+				t.Errorf("additive %v with %d features; want additive %v with %d", post.Additive, m.NumFeatures(), c.additive, want)
+			}
+			if m.HasWarning(model.WarnSizing) != c.sizing {
+				t.Errorf("warnings %v; want a sizing warning: %v", m.Warnings, c.sizing)
+			}
+			for _, w := range m.Warnings {
+				if w.Code == model.WarnSizing && !(strings.Contains(w.Message, "additive layout") && strings.Contains(w.Message, "--max-features 4096")) {
+					t.Errorf("sizing warning %q does not say what was chosen and why", w.Message)
+				}
+			}
+			if c.te == nil {
+				return
+			}
+			e := math.Sqrt(testMSE(t, m, c.te))
+			t.Logf("RMSE %.5f (exact %.5f), ELBO %.4f (exact LML %.4f)", e, eEx, m.LogLik, ex.LogLik)
+			if e > 1.15*eEx {
+				t.Errorf("additive vof RMSE %.5f is more than 15%% above exact's %.5f", e, eEx)
+			}
+			// The target is additive with noise 0.1: the additive kernel is the right model
+			// and should come near the noise floor.
+			if e > 0.125 {
+				t.Errorf("additive vof RMSE %.5f on an additive function with noise 0.1; want at most 0.125", e)
+			}
+		})
 	}
 }

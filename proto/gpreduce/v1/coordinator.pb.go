@@ -1023,7 +1023,7 @@ type VOFSettings struct {
 	// the rbf kernel, trig for the Matern kernels)
 	Basis string `protobuf:"bytes,1,opt,name=basis,proto3" json:"basis,omitempty"`
 	// features per input: the 1-D basis size M1, odd for trig (default 21); the model has
-	// M1^d features (tensor product) or d M1 (--additive)
+	// M1^d features (tensor layout) or d M1 (additive layout)
 	Features int32 `protobuf:"varint,2,opt,name=features,proto3" json:"features,omitempty"`
 	// variational covariance S, diag (mean field; default) or dense (through a Cholesky
 	// factor)
@@ -1032,7 +1032,7 @@ type VOFSettings struct {
 	// with probability N/n by a stream of the seed, the step and its shard (the same batches on
 	// any number of workers and after a resume); trained by Adam
 	BatchRows int32 `protobuf:"varint,4,opt,name=batch_rows,json=batchRows,proto3" json:"batch_rows,omitempty"`
-	// a sum of 1-D VOF models, one per input (additive kernel), instead of the tensor product
+	// the same as --layout additive (kept for existing jobs)
 	Additive bool `protobuf:"varint,5,opt,name=additive,proto3" json:"additive,omitempty"`
 	// trig: draw the frequency grids once and accumulate their statistics in one pass (a fixed
 	// quasi-Monte Carlo objective, O(T^2) per step independent of n) instead of fresh grids per
@@ -1044,7 +1044,11 @@ type VOFSettings struct {
 	// the steps (default 0.01)
 	LearningRate float64 `protobuf:"fixed64,8,opt,name=learning_rate,json=learningRate,proto3" json:"learning_rate,omitempty"`
 	// refuse more features than this (default 4096)
-	MaxFeatures   int32 `protobuf:"varint,9,opt,name=max_features,json=maxFeatures,proto3" json:"max_features,omitempty"`
+	MaxFeatures int32 `protobuf:"varint,9,opt,name=max_features,json=maxFeatures,proto3" json:"max_features,omitempty"`
+	// how the inputs' 1-D bases combine: tensor (product kernel, M1^d features), additive (a
+	// sum of 1-D VOF models, one per input, d M1 features; no interactions between inputs) or
+	// auto (default: tensor when M1^d fits --max-features, else additive with a sizing warning)
+	Layout        string `protobuf:"bytes,10,opt,name=layout,proto3" json:"layout,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1140,6 +1144,13 @@ func (x *VOFSettings) GetMaxFeatures() int32 {
 		return x.MaxFeatures
 	}
 	return 0
+}
+
+func (x *VOFSettings) GetLayout() string {
+	if x != nil {
+		return x.Layout
+	}
+	return ""
 }
 
 // AutoSettings are the budgets of the automatic method choice (method auto); the chosen
@@ -3188,7 +3199,7 @@ const file_gpreduce_v1_coordinator_proto_rawDesc = "" +
 	"\rvariance_rank\x18\x04 \x01(\x05R\fvarianceRank\x12\x1d\n" +
 	"\n" +
 	"kmcg_noise\x18\x05 \x01(\tR\tkmcgNoise\x12$\n" +
-	"\x0eexact_max_rows\x18\x06 \x01(\x05R\fexactMaxRows\"\xa3\x02\n" +
+	"\x0eexact_max_rows\x18\x06 \x01(\x05R\fexactMaxRows\"\xbb\x02\n" +
 	"\vVOFSettings\x12\x14\n" +
 	"\x05basis\x18\x01 \x01(\tR\x05basis\x12\x1a\n" +
 	"\bfeatures\x18\x02 \x01(\x05R\bfeatures\x12\x1e\n" +
@@ -3202,7 +3213,9 @@ const file_gpreduce_v1_coordinator_proto_rawDesc = "" +
 	"fixed_grid\x18\x06 \x01(\bR\tfixedGrid\x12 \n" +
 	"\vfrequencies\x18\a \x01(\x05R\vfrequencies\x12#\n" +
 	"\rlearning_rate\x18\b \x01(\x01R\flearningRate\x12!\n" +
-	"\fmax_features\x18\t \x01(\x05R\vmaxFeatures\"W\n" +
+	"\fmax_features\x18\t \x01(\x05R\vmaxFeatures\x12\x16\n" +
+	"\x06layout\x18\n" +
+	" \x01(\tR\x06layout\"W\n" +
 	"\fAutoSettings\x12$\n" +
 	"\x0eexact_max_rows\x18\x01 \x01(\x05R\fexactMaxRows\x12!\n" +
 	"\fmax_features\x18\x02 \x01(\x05R\vmaxFeatures\"\x85\x01\n" +

@@ -310,16 +310,19 @@ func (f runFlags) cut(tr *shard.Table) (trainData, error) {
 
 // evalResult is what eval prints; with --json exactly these fields.
 type evalResult struct {
-	Method   string  `json:"method"`
-	Kernel   string  `json:"kernel"`
-	NTrain   int     `json:"n_train"`
-	NTest    int     `json:"n_test"`
-	D        int     `json:"d"`
-	Shards   int     `json:"shards"`
-	Workers  int     `json:"workers"`
-	Features int     `json:"features,omitempty"`
-	RMSE     float64 `json:"rmse"`
-	NLL      float64 `json:"nll"`
+	Method   string `json:"method"`
+	Kernel   string `json:"kernel"`
+	NTrain   int    `json:"n_train"`
+	NTest    int    `json:"n_test"`
+	D        int    `json:"d"`
+	Shards   int    `json:"shards"`
+	Workers  int    `json:"workers"`
+	Features int    `json:"features,omitempty"`
+	// Layout is how a feature method combines the inputs' 1-D bases (vof: tensor or
+	// additive), from the model's description; empty for the methods without a choice.
+	Layout string  `json:"layout,omitempty"`
+	RMSE   float64 `json:"rmse"`
+	NLL    float64 `json:"nll"`
 	// The same two scores for the target standardized by the training rows' mean and
 	// standard deviation, the units most GP papers report (RMSE / s, NLL - log s).
 	RMSEStd        float64 `json:"rmse_standardized"`
@@ -425,6 +428,13 @@ func score(m *model.Model, tr, te *shard.Table, shards, workers int, trainSec fl
 	}
 	r.RMSEStd, r.NLLStd = sc.RMSE/m.Transform.YScale, sc.NLL-math.Log(m.Transform.YScale)
 	r.Features = m.NumFeatures()
+	if m.Posterior != nil {
+		for _, f := range m.Posterior.Describe() {
+			if l, ok := f.Value.(string); ok && f.Name == "layout" {
+				r.Layout = l
+			}
+		}
+	}
 	if c := m.Choice; c != nil {
 		r.MethodRequested, r.MethodReason = c.Requested, c.Reason
 	}
@@ -546,6 +556,9 @@ func printResult(w io.Writer, r *evalResult) {
 	fmt.Fprintf(w, "method      %s (kernel %s", r.Method, r.Kernel)
 	if r.Features > 0 {
 		fmt.Fprintf(w, ", %d features", r.Features)
+	}
+	if r.Layout != "" {
+		fmt.Fprintf(w, ", %s layout", r.Layout)
 	}
 	fmt.Fprintf(w, ")\n")
 	if r.MethodRequested != "" {

@@ -9,7 +9,8 @@ const DefaultMaxVOFFeatures = 4096
 
 // VOFLayout describes how 1-D orthogonal bases of M1 functions each are combined into the
 // features of a d-dimensional VOF model. Burt, Rasmussen and van der Wilk, "Variational
-// Orthogonal Features", give no D > 1 construction (Section 5 names additive models, as in VFF):
+// Orthogonal Features" (2020), give no D > 1 construction (Section 4.3, "Scaling in dimension
+// and additive models", points to additive structure in the prior, as in VFF):
 //
 //   - Tensor (Additive false): psi_j(w) = prod_k psi_{j_k}(w_k), orthonormal in L^2(R^d),
 //     M = M1^d features; the multi-index j_1..j_d is stored with j_1 varying slowest.

@@ -270,6 +270,14 @@ func (e *exactProblem) restart(ctx context.Context, x0, lower, upper []float64) 
 	return Restart{X: st.X, F: st.F}, nil
 }
 
+// inputName is the name of input column k in messages: its header name, else x1, x2, ...
+func (r *run) inputName(k int) string {
+	if k < len(r.spec.Columns) && r.spec.Columns[k] != "" {
+		return r.spec.Columns[k]
+	}
+	return fmt.Sprintf("x%d", k+1)
+}
+
 // warnFit records on m what a user must know about the fitted hyperparameters theta inside
 // the box [lower, upper]: each one on a bound (model.WarnBound, in original units), an
 // optimizer stopped by its iteration or evaluation limit (model.WarnNotConverged, when reason
@@ -280,12 +288,7 @@ func (e *exactProblem) restart(ctx context.Context, x0, lower, upper []float64) 
 // data in that input, which is switched off, and a wider box could not change the model.
 func (r *run) warnFit(m *model.Model, p *prepared, theta, lower, upper []float64, reason string) {
 	d := p.d
-	name := func(k int) string {
-		if k < len(r.spec.Columns) && r.spec.Columns[k] != "" {
-			return r.spec.Columns[k]
-		}
-		return fmt.Sprintf("x%d", k+1)
-	}
+	name := r.inputName
 	ys2 := p.tf.YScale * p.tf.YScale
 	for i, v := range theta {
 		w := upper[i] - lower[i]

@@ -53,6 +53,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -367,11 +369,51 @@ func (r *run) trainVOF(ctx context.Context, eng engine.Engine, p *prepared) (*mo
 	if sizing != "" {
 		m.Warn(model.WarnSizing, "%s", sizing)
 	}
-	r.warnFit(m, p, fit.theta, lower, upper, fit.reason)
+	wl, wu := lower, upper
+	if mod.NumVariances() > 1 {
+		// The additive layout's signal variance is the sum of its components' variances and
+		// has no box of its own; each component has the signal-variance box.
+		wl, wu = slices.Clone(lower), slices.Clone(upper)
+		wl[d], wu[d] = 0, 0
+	}
+	r.warnFit(m, p, fit.theta, wl, wu, fit.reason)
+	if mod.NumVariances() > 1 {
+		r.warnComponentVariances(m, p, h, hl, hu)
+	}
 	if worse != "" {
 		m.Warn(model.WarnNotConverged, "%s", worse)
 	}
 	return m, nil
+}
+
+// warnComponentVariances is warnFit's bound check for the kernel variances of the additive
+// layout's components, h[d:2d] in the hyperparameter vector h (log l, log v_1..log v_d, log
+// sigma^2, log feature parameters) with box lo, hi: one warning naming the inputs whose
+// component is on each bound.
+func (r *run) warnComponentVariances(m *model.Model, p *prepared, h, lo, hi []float64) {
+	d, ys2 := p.d, p.tf.YScale*p.tf.YScale
+	var at [2][]string // inputs on the lower, upper bound
+	var bound [2]float64
+	for k := 0; k < d; k++ {
+		i := d + k
+		w := hi[i] - lo[i]
+		switch {
+		case !(w > 0):
+		case h[i]-lo[i] <= boundTol*w:
+			at[0], bound[0] = append(at[0], r.inputName(k)), math.Exp(lo[i])
+		case hi[i]-h[i] <= boundTol*w:
+			at[1], bound[1] = append(at[1], r.inputName(k)), math.Exp(hi[i])
+		}
+	}
+	var parts []string
+	for s, side := range []string{"lower", "upper"} {
+		if len(at[s]) > 0 {
+			parts = append(parts, fmt.Sprintf("of %s on the %s bound %.4g (standardized %.4g)", strings.Join(at[s], ", "), side, bound[s]*ys2, bound[s]))
+		}
+	}
+	if len(parts) > 0 {
+		m.Warn(model.WarnBound, "the kernel variances of the additive components %s; widen --signal-variance-bounds", strings.Join(parts, ", and "))
+	}
 }
 
 // start returns the start of the hyperparameter vector (log l, log v, log sigma^2, log

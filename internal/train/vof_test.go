@@ -336,3 +336,37 @@ func TestVOFDefaultLayout(t *testing.T) {
 		})
 	}
 }
+
+// TestVOFComponentVarianceBounds: in the additive layout each component's kernel variance has
+// the signal-variance box and the model's signal variance (their sum) none: a sum above the
+// box's upper bound is no warning, components on a bound are one warning naming their inputs.
+func TestVOFComponentVarianceBounds(t *testing.T) {
+	lo, hi := math.Log(DefaultSignalVarianceBounds[0]), math.Log(DefaultSignalVarianceBounds[1])
+	box := func(n int, v float64) []float64 {
+		out := make([]float64, n)
+		for i := range out {
+			out[i] = v
+		}
+		return out
+	}
+	for _, c := range []struct {
+		v    [3]float64 // standardized component variances
+		want string     // the warning; "" for none
+	}{
+		{[3]float64{15, 15, 15}, ""},
+		{[3]float64{20, 3, 1}, "the kernel variances of the additive components of a on the upper bound 80 (standardized 20); widen --signal-variance-bounds"},
+		{[3]float64{0.05, 20, 0.05}, "the kernel variances of the additive components of a, x3 on the lower bound 0.2 (standardized 0.05), and of x2 on the upper bound 80 (standardized 20); widen --signal-variance-bounds"},
+	} {
+		r := &run{spec: Spec{Columns: []string{"a"}}}
+		p := &prepared{d: 3, tf: shard.Transform{YScale: 2}}
+		h := []float64{0, 0, 0, math.Log(c.v[0]), math.Log(c.v[1]), math.Log(c.v[2]), math.Log(0.1), 0, 0, 0}
+		m := &model.Model{}
+		r.warnComponentVariances(m, p, h, box(len(h), lo), box(len(h), hi))
+		switch {
+		case c.want == "" && len(m.Warnings) != 0:
+			t.Errorf("variances %v: warnings %v, want none", c.v, m.Warnings)
+		case c.want != "" && (len(m.Warnings) != 1 || m.Warnings[0] != model.Warning{Code: model.WarnBound, Message: c.want}):
+			t.Errorf("variances %v: warnings %v, want %s: %s", c.v, m.Warnings, model.WarnBound, c.want)
+		}
+	}
+}

@@ -10,8 +10,9 @@ package train
 //
 //  1. moments pass (standardization; run.prepare), then the layout (vofShape): --layout
 //     tensor or additive as given; auto (the default) takes the tensor product while its
-//     M1^d features fit --max-features and otherwise the additive layout, which the model's
-//     sizing warning reports;
+//     M1^d features fit --max-features, else the tensor product of the largest odd m <= M1
+//     per input that fits when m >= M1/2 (the resolution at most halved), else the additive
+//     layout; the model's sizing warning reports either change;
 //  2. the start: the shared hyperparameter search (search.go) gives the lengthscales, the
 //     signal variance (split evenly over the inputs for the additive layout) and the noise; the feature
 //     parameter starts at sigma_in = 1 (Hermite, Section 3.1.1: the standardized inputs'
@@ -151,9 +152,11 @@ func vofLayoutName(s *Spec) (string, error) {
 // Rasmussen and van der Wilk (2020) construct 1-D features only; their Section 4.3 notes that
 // VOF struggle with many inputs and points to additive structure in the prior, as in VFF.
 // The default layout (auto) therefore keeps the tensor product, with its interactions between
-// inputs, while its M1^d features fit --max-features, and otherwise takes the additive layout
-// of d M1 features. sizing is not empty when auto chose the additive layout: it says what was
-// chosen, why, and what to change, for the model's sizing warning.
+// inputs, while its M1^d features fit --max-features; over the budget it keeps it with fewer
+// features per input (the largest odd m with m^d within the budget) as long as m >= M1/2, and
+// otherwise takes the additive layout of d M1 features. sizing is not empty when auto changed
+// the features or the layout: it says what was chosen, why, and what to change, for the
+// model's sizing warning.
 func vofShape(s *Spec, d int) (mod vof.Model, sizing string, err error) {
 	v := vofSettings(s)
 	basis := vof.Hermite
@@ -180,10 +183,38 @@ func vofShape(s *Spec, d int) (mod vof.Model, sizing string, err error) {
 		return vof.Model{}, "", fmt.Errorf("layout: tensor needs %d^%d features (%d per input over %d inputs), over --max-features %d; raise --max-features, lower --features, or use --layout additive or auto",
 			mod.M1, d, mod.M1, d, mod.MaxFeatures)
 	}
+	if m := tensorSide(d, mod.MaxFeatures); 2*m >= mod.M1 {
+		sizing = fmt.Sprintf("vof: %d^%d tensor features exceed --max-features %d; using %d features per input (%d^%d = %d), which resolve less detail along each input than %d; raise --max-features for the full grid, or set --layout additive for %d x %d features without interactions",
+			mod.M1, d, mod.MaxFeatures, m, m, d, pow(m, d), mod.M1, d, mod.M1)
+		mod.M1 = m
+		return mod, sizing, nil
+	}
 	mod.Additive = true
 	sizing = fmt.Sprintf("vof: %d^%d tensor features exceed --max-features %d; using the additive layout (%d x %d = %d features): interactions between inputs are not modelled; raise --max-features or lower --features for a tensor grid (--layout tensor), or set --layout additive to choose this layout and silence this warning",
 		mod.M1, d, mod.MaxFeatures, d, mod.M1, d*mod.M1)
 	return mod, sizing, nil
+}
+
+// tensorSide is the largest odd m with m^d <= maxFeatures (odd, as TrigVOF's bases need),
+// or 0 when even 1 does not fit.
+func tensorSide(d, maxFeatures int) int {
+	m := 1
+	for tensorFits(m+2, d, maxFeatures) {
+		m += 2
+	}
+	if !tensorFits(m, d, maxFeatures) {
+		return 0
+	}
+	return m
+}
+
+// pow is m^d for small integers.
+func pow(m, d int) int {
+	n := 1
+	for range d {
+		n *= m
+	}
+	return n
 }
 
 // tensorFits reports whether m1^d <= maxFeatures, without overflow.

@@ -225,8 +225,12 @@ func TestVOFLayoutChoice(t *testing.T) {
 	}{
 		{"default d=1", vofSpec(), 1, false, false, ""},
 		{"default d=2", vofSpec(), 2, false, false, ""},
-		// 21^3 = 9261 features exceed the default budget of 4096.
-		{"default d=3", vofSpec(), 3, true, true, ""},
+		// 21^3 = 9261 features exceed the default budget of 4096: 15^3 = 3375 fit, and
+		// 15 >= 21/2, so the tensor grid stays with 15 per input.
+		{"default d=3", vofSpec(), 3, false, true, ""},
+		// 7^4 = 2401 fit but 7 < 21/2: additive.
+		{"default d=4", vofSpec(), 4, true, true, ""},
+		{"default d=4, 13 features", vofSpec("features", 13), 4, false, true, ""},
 		{"default d=3, 15 features", vofSpec("features", 15), 3, false, false, ""},
 		{"default d=3, budget 9261", vofSpec("max_features", 9261), 3, false, false, ""},
 		{"default d=8", vofSpec(), 8, true, true, ""},
@@ -247,6 +251,9 @@ func TestVOFLayoutChoice(t *testing.T) {
 		case err != nil:
 			t.Errorf("%s: %v", c.name, err)
 			continue
+		}
+		if want := map[string]int{"default d=3": 15, "default d=4, 13 features": 7}[c.name]; want != 0 && mod.M1 != want {
+			t.Errorf("%s: %d features per input, want %d", c.name, mod.M1, want)
 		}
 		if mod.Additive != c.additive || (sizing != "") != c.sizing {
 			t.Errorf("%s: additive %v, sizing %q; want additive %v, a sizing note %v", c.name, mod.Additive, sizing, c.additive, c.sizing)

@@ -633,3 +633,20 @@ func TestKernelQuadAllFamilies(t *testing.T) {
 		}
 	}
 }
+
+// On up to kmcgStartRows rows kmcg's hyperparameters come from the exact GP's fit on all the
+// rows (the paper fits them on the exact GP), so they agree with the exact method's optimum
+// (reached from a 1000-row start by L-BFGS on all rows) to the optimizers' tolerance.
+func TestKMCGHyperparametersAreTheExactFit(t *testing.T) {
+	tr := synthTable(1300, 2, 41)
+	ex := trainOn(t, tr, DefaultSpec("exact"), 4, 2)
+	km := trainOn(t, tr, DefaultSpec("kmcg"), 4, 2)
+	he, hk := ex.Hyper, km.Hyper
+	want := append(append([]float64(nil), he.Lengthscales...), he.SignalVariance, he.NoiseVariance)
+	got := append(append([]float64(nil), hk.Lengthscales...), hk.SignalVariance, hk.NoiseVariance)
+	for i := range want {
+		if math.Abs(math.Log(got[i]/want[i])) > 0.02 {
+			t.Errorf("hyperparameter %d: kmcg %.6g, exact %.6g", i, got[i], want[i])
+		}
+	}
+}

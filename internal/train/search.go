@@ -80,10 +80,17 @@ const (
 // outcome of the shared search (steps 1-5 above) inside the box [lower, upper]. A resumed run
 // reads it from the checkpoint.
 func (r *run) searchStart(ctx context.Context, eng engine.Engine, p *prepared, fam kernel.Family, lower, upper []float64) ([]float64, error) {
+	return r.searchStartOn(ctx, eng, p, fam, lower, upper, startRows)
+}
+
+// searchStartOn is searchStart with the winner polished on min(n, polish) sampled rows
+// (polish >= searchRows). The bottom-k sample's first searchRows rows do not depend on
+// polish, so neither do the restarts.
+func (r *run) searchStartOn(ctx context.Context, eng engine.Engine, p *prepared, fam kernel.Family, lower, upper []float64, polish int) ([]float64, error) {
 	if r.ck.Phase >= phaseStarted && len(r.ck.Start) == p.d+2 {
 		return r.ck.Start, nil
 	}
-	all, err := r.sampleProblem(ctx, eng, p, fam, startRows)
+	all, err := r.sampleProblem(ctx, eng, p, fam, polish)
 	if err != nil {
 		return nil, err
 	}

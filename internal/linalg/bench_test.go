@@ -81,15 +81,27 @@ func BenchmarkPotrf(b *testing.B) {
 }
 
 // BenchmarkGemmKV is the CG product of a cached kernel block with a few vectors,
-// C (rows x k) = K_block (rows x n) V^T with V^T k x n (tasks.KernelTask's shape).
+// C (rows x k) = K_block (rows x n) V^T with V^T k x n (tasks.KernelTask's shape): k = 11 is
+// cg's ten probes and y, on the narrow tile ("narrow") and on the two 6 x 8 tiles it
+// replaced ("wide"); 934 x 14940 is one of elevators' 16 shards.
 func BenchmarkGemmKV(b *testing.B) {
-	const rows, n, k = 256, 4096, 11
-	rng := rand.New(rand.NewPCG(1, 1))
-	kb, vt, c := randGeneral(rng, rows, n, 0), randGeneral(rng, k, n, 0), randGeneral(rng, rows, k, 0)
-	for b.Loop() {
-		Gemm(blas.NoTrans, blas.Trans, 1, kb, vt, 0, c)
+	wide := &kernels{tile: bestKernel.tile, direct: bestKernel.direct}
+	for _, sz := range [][3]int{{256, 4096, 11}, {934, 14940, 11}} {
+		rows, n, k := sz[0], sz[1], sz[2]
+		rng := rand.New(rand.NewPCG(1, 1))
+		kb, vt, c := randGeneral(rng, rows, n, 0), randGeneral(rng, k, n, 0), randGeneral(rng, rows, k, 0)
+		for _, p := range []struct {
+			name string
+			kern kernelFunc
+		}{{"narrow", bestKernel}, {"wide", wide}} {
+			b.Run(fmt.Sprintf("%dx%dx%d/%s", rows, n, k, p.name), func(b *testing.B) {
+				for b.Loop() {
+					gemmWith(p.kern, blas.NoTrans, blas.Trans, 1, kb, vt, 0, c)
+				}
+				b.ReportMetric(2*float64(rows*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
 	}
-	b.ReportMetric(2*float64(rows*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 }
 
 // BenchmarkInverse is Cholesky.InverseTo at n = 3000 (the exact GP's gradient on 3000 rows),

@@ -22,6 +22,13 @@ const (
 	ncPack = 4096
 	// directMaxN is the widest product (columns of C) for which A is read in place.
 	directMaxN = 2 * nr
+	// mrN x nw is the narrow micro-kernel's tile: products of nr < n <= nw columns (CG's
+	// probes and right-hand side, 11 columns) run on it instead of two mr x nr tiles, one
+	// of them mostly padding (11 of 16 lanes useful against 11 of 12).
+	mrN = 4
+	nw  = 12
+	// narrowRows is the rows of one task of the narrow product (a multiple of mrN).
+	narrowRows = 8
 	mChunk     = 16 * mc
 
 	// parallelFlops is the size (m n k) below which a product runs on the calling goroutine.
@@ -38,17 +45,19 @@ type tileFunc func(k int, a, b, c []float64, ldc int, alpha float64)
 // stride lda (A_ip = a[i*lda+p]), instead of a packed panel. Same operations, same order.
 type directFunc func(k int, a []float64, lda int, b, c []float64, ldc int, alpha float64)
 
-// kernels is a matched pair of micro-kernels: both assembly or both portable Go.
+// kernels is a matched set of micro-kernels: all assembly or all portable Go. narrow is
+// directFunc's shape on the mrN x nw tile (A read in place, B a packed panel of nw columns).
 type kernels struct {
 	tile   tileFunc
 	direct directFunc
+	narrow directFunc
 }
 
 // kernelFunc selects the micro-kernels a routine runs on (tests run both sets).
 type kernelFunc = *kernels
 
 // goKernels are the portable micro-kernels.
-var goKernels = &kernels{tile: kernelGo, direct: kernelDirectGo}
+var goKernels = &kernels{tile: kernelGo, direct: kernelDirectGo, narrow: kernelNarrowGo}
 
 // kernelGo is the portable micro-kernel: the same operations in the same order as the
 // assembly kernel.
@@ -95,6 +104,30 @@ func kernelDirectGo(k int, a []float64, lda int, b, c []float64, ldc int, alpha 
 		}
 	}
 	storeTile(&acc, c, ldc, alpha)
+}
+
+// kernelNarrowGo is kernelDirectGo on the mrN x nw tile: acc_ij = fma(a_ip, b_pj, acc_ij)
+// for p = 0..k-1 from zero, then C_ij = fma(alpha, acc_ij, C_ij), for the mrN rows of A at
+// a[0] (stride lda) and the packed panel b (k rows of nw values).
+func kernelNarrowGo(k int, a []float64, lda int, b, c []float64, ldc int, alpha float64) {
+	var acc [mrN][nw]float64
+	b = b[:k*nw]
+	for p := 0; p < k; p++ {
+		bp := b[p*nw : p*nw+nw : p*nw+nw]
+		for i := range mrN {
+			ai := a[i*lda+p]
+			row := &acc[i]
+			for j := range nw {
+				row[j] = math.FMA(ai, bp[j], row[j])
+			}
+		}
+	}
+	for i := range mrN {
+		ci := c[i*ldc : i*ldc+nw]
+		for j := range nw {
+			ci[j] = math.FMA(alpha, acc[i][j], ci[j])
+		}
+	}
 }
 
 // view is op(X) of a row-major matrix: element (i, j) is data[i*stride+j], or
@@ -154,6 +187,10 @@ func gemmCore(kern kernelFunc, m, n, k int, alpha float64, a, b view, c []float6
 	if float64(m)*float64(n)*float64(k) >= parallelFlops {
 		workers = runtime.GOMAXPROCS(0)
 	}
+	if kern.narrow != nil && !a.trans && n > nr && n <= nw && t == full {
+		gemmNarrow(kern, workers, m, n, k, alpha, a, b, c, ldc)
+		return
+	}
 	bpb := getBuf(roundUp(min(n, ncPack), nr) * min(k, kc))
 	apb := getBuf(roundUp(min(m, mChunk), mr) * min(k, kc))
 	defer packPool.Put(bpb)
@@ -183,6 +220,94 @@ func gemmCore(kern kernelFunc, m, n, k int, alpha float64, a, b view, c []float6
 				macro(kern, workers, ap, direct, bp, mm, nc, kk, alpha, c, ic, jc, ldc, t)
 			}
 		}
+	}
+}
+
+// gemmNarrow is gemmCore for a row-major op(A) and nr < n <= nw columns, on the narrow
+// tile. op(B) is packed once, nw wide (zero-padded); the rows of C are cut into tasks of
+// narrowRows rows shared by up to workers goroutines, and a task runs, for each inner panel
+// of kc in turn, the kernel on each of its mrN-row tiles, so that A's rows are read from
+// start to end as long streams. Each C_ij takes the same operations in the same order as in
+// gemmCore's other paths (one accumulator per inner panel, added by one fma, panels in
+// order), so the tile shape never changes the bits.
+func gemmNarrow(kern kernelFunc, workers, m, n, k int, alpha float64, a, b view, c []float64, ldc int) {
+	bpb := getBuf(nw * k)
+	defer packPool.Put(bpb)
+	bp := *bpb
+	packNarrow(bp, b, k, n)
+	tasks := (m + narrowRows - 1) / narrowRows
+	run := func(tk int) {
+		i0, i1 := tk*narrowRows, min((tk+1)*narrowRows, m)
+		var tmp [narrowRows * nw]float64
+		for i := i0; i < i1; i++ {
+			copy(tmp[(i-i0)*nw:(i-i0)*nw+n], c[i*ldc:i*ldc+n])
+		}
+		var pad []float64
+		if rem := (i1 - i0) % mrN; rem != 0 { // the last rows: copied into a zero-padded tile
+			pad = make([]float64, mrN*k)
+			for r := range rem {
+				copy(pad[r*k:(r+1)*k], a.at(i1-rem+r, 0).data[:k])
+			}
+		}
+		for pc := 0; pc < k; pc += kc {
+			kk := min(kc, k-pc)
+			bpan := bp[pc*nw : (pc+kk)*nw]
+			for i := i0; i < i1; i += mrN {
+				ct := tmp[(i-i0)*nw:]
+				if i+mrN <= i1 {
+					av := a.at(i, pc)
+					kern.narrow(kk, av.data, av.stride, bpan, ct, nw, alpha)
+					continue
+				}
+				kern.narrow(kk, pad[pc:], k, bpan, ct, nw, alpha)
+			}
+		}
+		for i := i0; i < i1; i++ {
+			copy(c[i*ldc:i*ldc+n], tmp[(i-i0)*nw:(i-i0)*nw+n])
+		}
+	}
+	workers = min(workers, tasks)
+	if workers <= 1 {
+		for tk := range tasks {
+			run(tk)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				tk := int(next.Add(1)) - 1
+				if tk >= tasks {
+					return
+				}
+				run(tk)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// packNarrow copies op(B)[0:k, 0:n] (n <= nw) into one panel of nw columns: dst[p*nw+j] =
+// op(B)[p, j], zero-padded past n.
+func packNarrow(dst []float64, b view, k, n int) {
+	if b.trans {
+		for j := range n {
+			src := b.data[j*b.stride : j*b.stride+k]
+			for p, v := range src {
+				dst[p*nw+j] = v
+			}
+		}
+		for p := range k {
+			clear(dst[p*nw+n : p*nw+nw])
+		}
+		return
+	}
+	for p := range k {
+		d := dst[p*nw : p*nw+nw : p*nw+nw]
+		copy(d[:n], b.data[p*b.stride:p*b.stride+n])
+		clear(d[n:])
 	}
 }
 

@@ -7,7 +7,7 @@ import "golang.org/x/sys/cpu"
 var hasAVX2FMA = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
 // asmKernels are the AVX2 + FMA micro-kernels.
-var asmKernels = &kernels{tile: kernelAVX2, direct: kernelDirectAVX2}
+var asmKernels = &kernels{tile: kernelAVX2, direct: kernelDirectAVX2, narrow: kernelNarrowAVX2}
 
 // bestKernel is the assembly pair when the CPU has AVX2 and FMA, else the portable one.
 var bestKernel = pickKernel()
@@ -77,3 +77,8 @@ func expVec(dst, x []float64) int {
 //
 //go:noescape
 func kernelDirectAVX2(k int, a []float64, lda int, b, c []float64, ldc int, alpha float64)
+
+// kernelNarrowAVX2 is kernelNarrowGo in assembly (kernel_amd64.s).
+//
+//go:noescape
+func kernelNarrowAVX2(k int, a []float64, lda int, b, c []float64, ldc int, alpha float64)

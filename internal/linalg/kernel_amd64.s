@@ -338,3 +338,84 @@ ddone:
 	STOREALL
 	VZEROUPPER
 	RET
+
+// One step of the 4x12 narrow kernel: row p of the B panel in Y0, Y1, Y2, the four A values
+// (rows at SI, SI+BX, SI+2BX, R10) broadcast in turn into Y3, accumulators Y4..Y15 (row i in
+// Y(4+3i), Y(5+3i), Y(6+3i)).
+#define NSTEP(boff) \
+	VMOVUPD boff(DI), Y0 \
+	VMOVUPD boff+32(DI), Y1 \
+	VMOVUPD boff+64(DI), Y2 \
+	VBROADCASTSD (SI), Y3 \
+	VFMADD231PD Y0, Y3, Y4 \
+	VFMADD231PD Y1, Y3, Y5 \
+	VFMADD231PD Y2, Y3, Y6 \
+	VBROADCASTSD (SI)(BX*1), Y3 \
+	VFMADD231PD Y0, Y3, Y7 \
+	VFMADD231PD Y1, Y3, Y8 \
+	VFMADD231PD Y2, Y3, Y9 \
+	VBROADCASTSD (SI)(BX*2), Y3 \
+	VFMADD231PD Y0, Y3, Y10 \
+	VFMADD231PD Y1, Y3, Y11 \
+	VFMADD231PD Y2, Y3, Y12 \
+	VBROADCASTSD (R10), Y3 \
+	VFMADD231PD Y0, Y3, Y13 \
+	VFMADD231PD Y1, Y3, Y14 \
+	VFMADD231PD Y2, Y3, Y15 \
+	ADDQ $8, SI \
+	ADDQ $8, R10
+
+// C row i += alpha * acc row i for the narrow tile's three vectors (alpha in Y0).
+#define NSTORE(v0, v1, v2) \
+	VMOVUPD (DX), Y1 \
+	VMOVUPD 32(DX), Y2 \
+	VMOVUPD 64(DX), Y3 \
+	VFMADD231PD v0, Y0, Y1 \
+	VFMADD231PD v1, Y0, Y2 \
+	VFMADD231PD v2, Y0, Y3 \
+	VMOVUPD Y1, (DX) \
+	VMOVUPD Y2, 32(DX) \
+	VMOVUPD Y3, 64(DX) \
+	ADDQ R8, DX
+
+// func kernelNarrowAVX2(k int, a []float64, lda int, b, c []float64, ldc int, alpha float64)
+TEXT ·kernelNarrowAVX2(SB), NOSPLIT, $0-104
+	MOVQ k+0(FP), CX
+	MOVQ a_base+8(FP), SI
+	MOVQ lda+32(FP), BX
+	SHLQ $3, BX
+	LEAQ (SI)(BX*2), R10
+	ADDQ BX, R10
+	MOVQ b_base+40(FP), DI
+	MOVQ c_base+64(FP), DX
+	MOVQ ldc+88(FP), R8
+	SHLQ $3, R8
+	ZEROACC
+
+nloop4:
+	CMPQ CX, $4
+	JLT  nloop1
+	NSTEP(0)
+	NSTEP(96)
+	NSTEP(192)
+	NSTEP(288)
+	ADDQ $384, DI
+	SUBQ $4, CX
+	JMP  nloop4
+
+nloop1:
+	TESTQ CX, CX
+	JE    ndone
+	NSTEP(0)
+	ADDQ $96, DI
+	DECQ CX
+	JMP  nloop1
+
+ndone:
+	VBROADCASTSD alpha+96(FP), Y0
+	NSTORE(Y4, Y5, Y6)
+	NSTORE(Y7, Y8, Y9)
+	NSTORE(Y10, Y11, Y12)
+	NSTORE(Y13, Y14, Y15)
+	VZEROUPPER
+	RET

@@ -23,7 +23,7 @@ for ds in $datasets; do
     out=$("$bin" eval --uci "$data/uci/$ds" --split "$k" --json "$@")
     r=$(field rmse "$out"); l=$(field nll "$out"); c=$(field coverage95 "$out")
     rows+=("$r $l $c")
-    warns=$(grep -o '"code":"[a-z_]*"' <<<"$out" | cut -d'"' -f4 | sort | uniq -c | awk '{printf "%s%s", sep, $2 ($1 > 1 ? "x" $1 : ""); sep=","}')
+    warns=$( { grep -o '"code":"[a-z_]*"' <<<"$out" || true; } | cut -d'"' -f4 | sort | uniq -c | awk '{printf "%s%s", sep, $2 ($1 > 1 ? "x" $1 : ""); sep=","}')
     printf '%-12s %5s %8s %4s %-7s %10.5g %9.4g %9.3g %9.3g  %s\n' "$ds" "$k" "$(field n_train "$out")" "$(field d "$out")" "$(word method "$out")" "$r" "$l" "$c" "$(field train_seconds "$out")" "${warns:--}"
   done
   printf '%s\n' "${rows[@]}" | awk -v ds="$ds" '{s+=$1; q+=$1*$1; l+=$2; c+=$3; n++} END {m=s/n; v=(n>1)?(q-n*m*m)/(n-1):0; if (v<0) v=0; printf "%-12s  mean RMSE %.5g +/- %.3g, mean NLL %.4g, mean coverage95 %.3f over %d splits\n", ds, m, sqrt(v), l/n, c/n, n}'

@@ -15,6 +15,7 @@ import (
 	"github.com/gpreduce/gpreduce/internal/shard"
 	"github.com/gpreduce/gpreduce/internal/solver"
 	"github.com/gpreduce/gpreduce/internal/tasks"
+	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
 
 // kernelFixture is a tasks.KernelOp over synthetic standardized rows split into shards.
@@ -647,6 +648,26 @@ func TestKMCGHyperparametersAreTheExactFit(t *testing.T) {
 	for i := range want {
 		if math.Abs(math.Log(got[i]/want[i])) > 0.02 {
 			t.Errorf("hyperparameter %d: kmcg %.6g, exact %.6g", i, got[i], want[i])
+		}
+	}
+}
+
+// cg's training truncation: Russian roulette by default, fixed when asked or when a J is
+// given alone.
+func TestCGDefaultTruncation(t *testing.T) {
+	for _, c := range []struct {
+		s  *pb.CGSettings
+		rr bool
+	}{
+		{&pb.CGSettings{}, true},
+		{&pb.CGSettings{Truncation: "rr"}, true},
+		{&pb.CGSettings{RrMin: 40}, true},
+		{&pb.CGSettings{Truncation: "fixed"}, false},
+		{&pb.CGSettings{CgIters: 50}, false},
+		{&pb.CGSettings{Truncation: "fixed", CgIters: 50}, false},
+	} {
+		if got := cgRR(c.s); got != c.rr {
+			t.Errorf("%v: rr %v, want %v", c.s, got, c.rr)
 		}
 	}
 }

@@ -128,7 +128,7 @@ func (r *run) trainKMCG(ctx context.Context, eng engine.Engine, p *prepared) (*m
 	ks := kmcgSettings(&spec)
 	// The CG settings kmcg shares: P as cg_iters, the variance cache's rank; the other CG
 	// settings (the log-likelihood estimate's probes and preconditioner) keep cg's defaults.
-	cs := &pb.CGSettings{CgIters: ks.GetCgIters(), VarianceRank: ks.GetVarianceRank()}
+	cs := &pb.CGSettings{Truncation: "fixed", CgIters: ks.GetCgIters(), VarianceRank: ks.GetVarianceRank()}
 	fam, _ := kernel.ParseFamily(spec.Kernel)
 	d, n := p.d, p.n
 

@@ -803,10 +803,10 @@ func (x *GRIEFSettings) GetMaxFeatures() int32 {
 // CGSettings are the settings of cg (the exact GP by distributed conjugate gradients).
 type CGSettings struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// truncation of each CG solve, fixed (J = --cg-iters iterations; default) or rr (Russian
-	// roulette: random J, unbiased)
+	// truncation of each training CG solve, rr (Russian roulette: random J, unbiased; the
+	// default) or fixed (J = --cg-iters iterations, biased; the default when --cg-iters is given)
 	Truncation string `protobuf:"bytes,1,opt,name=truncation,proto3" json:"truncation,omitempty"`
-	// fixed truncation: CG iterations J per solve (default 100)
+	// fixed truncation: CG iterations J per solve (default 100; alone, it selects fixed)
 	CgIters int32 `protobuf:"varint,2,opt,name=cg_iters,json=cgIters,proto3" json:"cg_iters,omitempty"`
 	// --truncation rr: iterations J_min every solve runs (default 80)
 	RrMin int32 `protobuf:"varint,3,opt,name=rr_min,json=rrMin,proto3" json:"rr_min,omitempty"`

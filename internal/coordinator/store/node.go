@@ -280,7 +280,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("open node %s: raft transport on %s: %w", cfg.ID, cfg.RaftAddr, err)
 	}
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: stream, MaxPool: transportPool, Timeout: cfg.TransportTimeout, Logger: hl.Named("transport"),
+		Stream: stream, MaxPool: transportPool, MaxRPCsInFlight: transportInFlight, Timeout: cfg.TransportTimeout, Logger: hl.Named("transport"),
 	})
 	cleanup = append(cleanup, trans.Close)
 

@@ -11,6 +11,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/raft"
 )
 
 func openSingle(t *testing.T, tweak func(*Config)) (*Node, Config) {
@@ -353,4 +355,13 @@ func normalize(jobs []Job) []Job {
 		out[i] = j
 	}
 	return out
+}
+
+// The raft transport replicates without pipelining (transportInFlight): hashicorp/raft's
+// pipeline can deadlock a leader's shutdown after a follower rejects an entry.
+func TestRaftTransportDoesNotPipeline(t *testing.T) {
+	n, _ := openSingle(t, nil)
+	if _, err := n.trans.AppendEntriesPipeline("peer", "127.0.0.1:1"); !errors.Is(err, raft.ErrPipelineReplicationNotSupported) {
+		t.Fatalf("AppendEntriesPipeline: %v, want %v", err, raft.ErrPipelineReplicationNotSupported)
+	}
 }

@@ -8,6 +8,17 @@ import (
 // transportPool is the number of pooled connections the raft transport keeps per peer.
 const transportPool = 3
 
+// transportInFlight is the raft transport's MaxRPCsInFlight. 1 turns off pipelined
+// replication (hashicorp/raft uses plain AppendEntries RPCs below 2): with the library's
+// default of 2 the pipeline's channels are unbuffered, and when a follower rejects an entry
+// the pipeline's decoder exits while its sender can park on a send no one receives; the
+// replication goroutine then never returns, and Raft.Shutdown waits on it for ever. A
+// coordinator test saw exactly that under load (a leader's Close hung for 30 minutes in
+// pipelineSend); grafana/pyroscope#5518 describes the same deadlock and turns pipelining off.
+// The coordinator's log carries job state and events, not a write-heavy stream, so
+// one RPC at a time per follower costs nothing that matters.
+const transportInFlight = 1
+
 // hostAddr is a net.Addr held as "host:port" with the host possibly a DNS name, so that a
 // member's raft address survives a change of its IP (a Kubernetes pod rescheduled under the
 // same stable name).

@@ -266,27 +266,7 @@ func gemmNarrow(kern kernelFunc, workers, m, n, k int, alpha float64, a, b view,
 			copy(c[i*ldc:i*ldc+n], tmp[(i-i0)*nw:(i-i0)*nw+n])
 		}
 	}
-	workers = min(workers, tasks)
-	if workers <= 1 {
-		for tk := range tasks {
-			run(tk)
-		}
-		return
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for {
-				tk := int(next.Add(1)) - 1
-				if tk >= tasks {
-					return
-				}
-				run(tk)
-			}
-		})
-	}
-	wg.Wait()
+	runTasks(workers, tasks, run)
 }
 
 // packNarrow copies op(B)[0:k, 0:n] (n <= nw) into one panel of nw columns: dst[p*nw+j] =
@@ -506,10 +486,17 @@ func macro(kern kernelFunc, workers int, ap []float64, direct view, bp []float64
 			}
 		}
 	}
-	workers = min(workers, len(tasks))
+	runTasks(workers, len(tasks), func(i int) { run(tasks[i]) })
+}
+
+// runTasks runs run(0..n-1), each once, on up to workers goroutines that take the next task
+// as they finish one (on the caller's goroutine when one worker suffices). The tasks write
+// disjoint outputs, so the split never changes the bits.
+func runTasks(workers, n int, run func(int)) {
+	workers = min(workers, n)
 	if workers <= 1 {
-		for _, tk := range tasks {
-			run(tk)
+		for i := range n {
+			run(i)
 		}
 		return
 	}
@@ -519,10 +506,10 @@ func macro(kern kernelFunc, workers int, ap []float64, direct view, bp []float64
 		wg.Go(func() {
 			for {
 				i := int(next.Add(1)) - 1
-				if i >= len(tasks) {
+				if i >= n {
 					return
 				}
-				run(tasks[i])
+				run(i)
 			}
 		})
 	}

@@ -247,7 +247,8 @@ func (r *run) trainCG(ctx context.Context, eng engine.Engine, p *prepared) (*mod
 	return m, nil
 }
 
-// sampledStart puts into the checkpoint, once, the start of cg: the outcome of the shared search (search.go) inside the spec's box.
+// sampledStart puts into the checkpoint, once, the start of cg: the outcome of the shared
+// search (search.go) inside the spec's box.
 func (r *run) sampledStart(ctx context.Context, eng engine.Engine, p *prepared, fam kernel.Family) error {
 	lower, upper := box(r.spec, p.d)
 	_, err := r.searchStart(ctx, eng, p, fam, lower, upper)

@@ -176,16 +176,16 @@ func vofShape(s *Spec, d int) (mod vof.Model, sizing string, err error) {
 	if layout == VOFLayoutAdditive || d < 2 || mod.M1 < 1 {
 		return mod, "", nil
 	}
-	if tensorFits(mod.M1, d, mod.MaxFeatures) {
+	if _, err := mod.Layout().NumFeatures(); err == nil {
 		return mod, "", nil
 	}
 	if layout == VOFLayoutTensor {
 		return vof.Model{}, "", fmt.Errorf("layout: tensor needs %d^%d features (%d per input over %d inputs), over --max-features %d; raise --max-features, lower --features, or use --layout additive or auto",
 			mod.M1, d, mod.M1, d, mod.MaxFeatures)
 	}
-	if m := tensorSide(d, mod.MaxFeatures); 2*m >= mod.M1 {
+	if m, n := tensorSide(mod); 2*m >= mod.M1 {
 		sizing = fmt.Sprintf("vof: %d^%d tensor features exceed --max-features %d; using %d features per input (%d^%d = %d), which resolve less detail along each input than %d; raise --max-features for the full grid, or set --layout additive for %d x %d features without interactions",
-			mod.M1, d, mod.MaxFeatures, m, m, d, pow(m, d), mod.M1, d, mod.M1)
+			mod.M1, d, mod.MaxFeatures, m, m, d, n, mod.M1, d, mod.M1)
 		mod.M1 = m
 		return mod, sizing, nil
 	}
@@ -195,37 +195,18 @@ func vofShape(s *Spec, d int) (mod vof.Model, sizing string, err error) {
 	return mod, sizing, nil
 }
 
-// tensorSide is the largest odd m with m^d <= maxFeatures (odd, as TrigVOF's bases need),
-// or 0 when even 1 does not fit.
-func tensorSide(d, maxFeatures int) int {
-	m := 1
-	for tensorFits(m+2, d, maxFeatures) {
-		m += 2
-	}
-	if !tensorFits(m, d, maxFeatures) {
-		return 0
-	}
-	return m
-}
-
-// pow is m^d for small integers.
-func pow(m, d int) int {
-	n := 1
-	for range d {
-		n *= m
-	}
-	return n
-}
-
-// tensorFits reports whether m1^d <= maxFeatures, without overflow.
-func tensorFits(m1, d, maxFeatures int) bool {
-	n := 1
-	for k := 0; k < d; k++ {
-		if n *= m1; n > maxFeatures {
-			return false
+// tensorSide is the largest odd M1 (odd, as TrigVOF's bases need) whose tensor layout of
+// mod's inputs fits mod's budget (features.VOFLayout.NumFeatures), with its feature count;
+// 0, 0 when even one feature per input does not fit.
+func tensorSide(mod vof.Model) (m1, features int) {
+	l := mod.Layout()
+	for l.M1 = 1; ; l.M1 += 2 {
+		n, err := l.NumFeatures()
+		if err != nil {
+			return m1, features
 		}
+		m1, features = l.M1, n
 	}
-	return true
 }
 
 // vofTrig reports whether the spec's basis is TrigVOF: --basis trig, or no basis and a
@@ -400,16 +381,15 @@ func (r *run) trainVOF(ctx context.Context, eng engine.Engine, p *prepared) (*mo
 	if sizing != "" {
 		m.Warn(model.WarnSizing, "%s", sizing)
 	}
-	wl, wu := lower, upper
 	if mod.NumVariances() > 1 {
 		// The additive layout's signal variance is the sum of its components' variances and
 		// has no box of its own; each component has the signal-variance box.
-		wl, wu = slices.Clone(lower), slices.Clone(upper)
+		wl, wu := slices.Clone(lower), slices.Clone(upper)
 		wl[d], wu[d] = 0, 0
-	}
-	r.warnFit(m, p, fit.theta, wl, wu, fit.reason)
-	if mod.NumVariances() > 1 {
+		r.warnFit(m, p, fit.theta, wl, wu, fit.reason)
 		r.warnComponentVariances(m, p, h, hl, hu)
+	} else {
+		r.warnFit(m, p, fit.theta, lower, upper, fit.reason)
 	}
 	if worse != "" {
 		m.Warn(model.WarnNotConverged, "%s", worse)

@@ -73,7 +73,7 @@ func (p *cgProblem) solve(t *testing.T, b []float64) []float64 {
 func (p *cgProblem) precond(t *testing.T, rank int) *Woodbury {
 	t.Helper()
 	L, r, err := PivotedCholesky(func(i int) float64 { return p.K.At(i, i) },
-		func(i int, dst []float64) { mat.Row(dst, i, p.K) }, p.n, rank, 0)
+		func(i int, dst []float64) { mat.Row(dst, i, p.K) }, p.n, rank, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

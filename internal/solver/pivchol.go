@@ -4,28 +4,39 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
+	"sync"
 
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas64"
 	"gonum.org/v1/gonum/mat"
+
+	"github.com/gpreduce/gpreduce/internal/linalg"
 )
 
 // PivotedCholesky computes a rank-r partial Cholesky factor L (n x r, column-major) of a
 // symmetric positive semidefinite n x n matrix K with K ~= L L^T, reading only the diagonal
-// K_ii = diag(i) and r rows K_{i,:} = row(i, dst) (dst of length n), as in Gardner et al. 2018
-// (the rank-5 preconditioner of Potapczynski et al. 2021, App. E). With the residual diagonal
+// K_ii = diag(i) and r rows K_{i,:} = row(i, dst) (dst of length n), as in Gardner et al. 2018,
+// §4.1 (Harbrecht et al. 2012's algorithm). With the residual diagonal
 // e = diag(K - L_m L_m^T), step m picks the pivot p = argmax_i e_i and sets
 //
 //	L_{:,m} = (K_{p,:} - sum_{l<m} L_{p,l} L_{:,l}) / sqrt(e_p),   e_i -= L_{i,m}^2,
 //
+// (the sum over l in order),
 // with the entries of earlier pivots set to exactly zero (so the rows of L in pivot order are
 // lower triangular). It stops after rank columns, or earlier when the trace of the residual
-// sum_i e_i <= tol * trace(K) or no e_i is positive; r <= rank is the number of columns made and
-// L has length n*r. The cost is O(n r^2) plus r row evaluations.
-func PivotedCholesky(diag func(i int) float64, row func(i int, dst []float64), n, rank int, tol float64) (L []float64, r int, err error) {
+// sum_i e_i <= tol * trace(K), when the largest residual max_i e_i <= floor, or when no e_i is
+// positive; r <= rank is the number of columns made and L has length n*r. The residual
+// e_i = K_ii - (L L^T)_ii is the prior variance of row i that L leaves out, so floor = sigma^2
+// stops once no row's left-out variance exceeds the noise variance sigma^2 of K + sigma^2 I.
+// The cost is O(n r^2) plus r row evaluations; the update of each column runs on up to
+// GOMAXPROCS goroutines over row ranges, and an entry's bits do not depend on the split.
+func PivotedCholesky(diag func(i int) float64, row func(i int, dst []float64), n, rank int, tol, floor float64) (L []float64, r int, err error) {
 	if n <= 0 || rank < 0 {
 		return nil, 0, fmt.Errorf("pivoted Cholesky: n = %d, rank = %d", n, rank)
 	}
-	if !(tol >= 0) {
-		return nil, 0, fmt.Errorf("pivoted Cholesky: tolerance %v must be non-negative", tol)
+	if !(tol >= 0) || !(floor >= 0) {
+		return nil, 0, fmt.Errorf("pivoted Cholesky: tolerance %v and floor %v must be non-negative", tol, floor)
 	}
 	if rank > n {
 		rank = n
@@ -42,6 +53,7 @@ func PivotedCholesky(diag func(i int) float64, row func(i int, dst []float64), n
 	pivoted := make([]bool, n)
 	L = make([]float64, 0, n*rank)
 	buf := make([]float64, n)
+	lp := make([]float64, rank)
 	for m := 0; m < rank; m++ {
 		p, resid := -1, 0.0
 		for i, v := range e {
@@ -53,39 +65,66 @@ func PivotedCholesky(diag func(i int) float64, row func(i int, dst []float64), n
 				p = i
 			}
 		}
-		if p < 0 || !(e[p] > 0) || resid <= tol*trace {
+		if p < 0 || !(e[p] > 0) || e[p] <= floor || resid <= tol*trace {
 			break
 		}
 		row(p, buf)
-		lp := make([]float64, m) // L_{p, 0..m-1}
 		for l := 0; l < m; l++ {
 			lp[l] = L[l*n+p]
 		}
 		s := math.Sqrt(e[p])
 		colm := make([]float64, n)
-		for i := 0; i < n; i++ {
-			if pivoted[i] {
-				continue // exactly zero in exact arithmetic
+		parallelRows(n, m, func(i0, i1 int) {
+			// Blocks of pivotBlock rows: the block of the new column stays in L1 while
+			// the earlier columns' entries stream past it, one contiguous run per column.
+			for b0 := i0; b0 < i1; b0 += pivotBlock {
+				b1 := min(i1, b0+pivotBlock)
+				c := colm[b0:b1]
+				copy(c, buf[b0:b1])
+				for l, lpl := range lp[:m] {
+					for i, v := range L[l*n+b0 : l*n+b1] {
+						c[i] -= lpl * v
+					}
+				}
+				for i := range c {
+					gi := b0 + i
+					switch {
+					case gi == p:
+						c[i] = s
+					case pivoted[gi]:
+						c[i] = 0 // exactly zero in exact arithmetic
+					default:
+						c[i] /= s
+						e[gi] = math.Max(0, e[gi]-c[i]*c[i])
+					}
+				}
 			}
-			v := buf[i]
-			for l := 0; l < m; l++ {
-				v -= lp[l] * L[l*n+i]
-			}
-			colm[i] = v / s
-		}
-		colm[p] = s
+		})
+		e[p] = 0
 		pivoted[p] = true
-		for i := 0; i < n; i++ {
-			if pivoted[i] {
-				e[i] = 0
-			} else {
-				e[i] = math.Max(0, e[i]-colm[i]*colm[i])
-			}
-		}
 		L = append(L, colm...)
 		r++
 	}
 	return L, r, nil
+}
+
+// pivotBlock is the rows of PivotedCholesky's update blocks (4 KiB of the new column).
+const pivotBlock = 512
+
+// parallelRows runs f on row ranges [i0, i1) covering 0..n-1: one range when the update is
+// small (n m below about a million multiply-adds), else one per GOMAXPROCS.
+func parallelRows(n, m int, f func(i0, i1 int)) {
+	w := runtime.GOMAXPROCS(0)
+	if w < 2 || n*m < 1<<20 {
+		f(0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	step := (n + w - 1) / w
+	for i0 := 0; i0 < n; i0 += step {
+		wg.Go(func() { f(i0, min(n, i0+step)) })
+	}
+	wg.Wait()
 }
 
 // Woodbury is the preconditioner P = L L^T + sigma^2 I_n for a rank-r factor L (n x r,
@@ -119,13 +158,15 @@ func NewWoodbury(L []float64, n, r int, sigma2 float64) (*Woodbury, error) {
 	if r == 0 {
 		return w, nil
 	}
-	// L column-major n x r is L^T row-major r x n.
-	Lt := mat.NewDense(r, n, L)
-	C := mat.NewSymDense(r, nil)
-	C.SymOuterK(1, Lt) // L^T L
+	// L column-major n x r is L^T row-major r x n; C = L^T L + sigma^2 I by linalg's Syrk
+	// (upper triangle).
+	c := make([]float64, r*r)
+	linalg.Syrk(blas.NoTrans, 1, blas64.General{Rows: r, Cols: n, Stride: n, Data: L}, 0,
+		blas64.Symmetric{Uplo: blas.Upper, N: r, Stride: r, Data: c})
 	for i := 0; i < r; i++ {
-		C.SetSym(i, i, C.At(i, i)+sigma2)
+		c[i*r+i] += sigma2
 	}
+	C := mat.NewSymDense(r, c)
 	if !w.chol.Factorize(C) {
 		return nil, fmt.Errorf("woodbury: sigma^2 I + L^T L is not positive definite (r=%d)", r)
 	}
@@ -146,17 +187,18 @@ func (w *Woodbury) Solve(dst, src []float64, k int) {
 		}
 		return
 	}
-	Lt := mat.NewDense(r, n, w.L)
-	S := mat.NewDense(k, n, src) // src^T
-	// U = (L^T src) as r x k, i.e. Lt * S^T.
-	var U, V mat.Dense
-	U.Mul(Lt, S.T())
-	if err := w.chol.SolveTo(&V, &U); err != nil {
+	Lt := blas64.General{Rows: r, Cols: n, Stride: n, Data: w.L}
+	// U = L^T src (r x k) = Lt S^T, S = src^T (k x n row-major).
+	u := make([]float64, r*k)
+	linalg.Gemm(blas.NoTrans, blas.Trans, 1, Lt, blas64.General{Rows: k, Cols: n, Stride: n, Data: src},
+		0, blas64.General{Rows: r, Cols: k, Stride: k, Data: u})
+	var V mat.Dense
+	if err := w.chol.SolveTo(&V, mat.NewDense(r, k, u)); err != nil {
 		panic(fmt.Sprintf("woodbury: solve with a factorised matrix failed: %v", err)) // unreachable after Factorize
 	}
 	// dst^T = (src - L V)^T / sigma^2 = (S - V^T Lt) / sigma^2.
-	D := mat.NewDense(k, n, dst)
-	D.Mul(V.T(), Lt)
+	linalg.Gemm(blas.Trans, blas.NoTrans, 1, V.RawMatrix(), Lt,
+		0, blas64.General{Rows: k, Cols: n, Stride: n, Data: dst})
 	for i := range dst {
 		dst[i] = (src[i] - dst[i]) / w.sigma2
 	}

@@ -3,8 +3,11 @@ package solver
 import (
 	"math"
 	"math/rand/v2"
+	"runtime"
+	"slices"
 	"testing"
 
+	"gonum.org/v1/gonum/floats"
 	"gonum.org/v1/gonum/mat"
 )
 
@@ -32,7 +35,7 @@ func TestPivotedCholeskyReproducesMatrix(t *testing.T) {
 				M.SetSym(i, i, M.At(i, i)+tc.noise)
 			}
 			L, r, err := PivotedCholesky(func(i int) float64 { return M.At(i, i) },
-				func(i int, dst []float64) { mat.Row(dst, i, M) }, tc.n, tc.rank, tc.tol)
+				func(i int, dst []float64) { mat.Row(dst, i, M) }, tc.n, tc.rank, tc.tol, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -71,7 +74,7 @@ func TestWoodburyMatchesDense(t *testing.T) {
 		rng := rand.New(rand.NewPCG(uint64(tc.n+tc.rank), 2))
 		p := newCGProblem(t, rng, tc.n, tc.sigma2)
 		L, r, err := PivotedCholesky(func(i int) float64 { return p.K.At(i, i) },
-			func(i int, dst []float64) { mat.Row(dst, i, p.K) }, tc.n, tc.rank, 0)
+			func(i int, dst []float64) { mat.Row(dst, i, p.K) }, tc.n, tc.rank, 0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,10 +129,10 @@ func TestWoodburyMatchesDense(t *testing.T) {
 
 func TestPivotedCholeskyAndWoodburyRejectBadInput(t *testing.T) {
 	row := func(i int, dst []float64) {}
-	if _, _, err := PivotedCholesky(func(int) float64 { return -1 }, row, 3, 2, 0); err == nil {
+	if _, _, err := PivotedCholesky(func(int) float64 { return -1 }, row, 3, 2, 0, 0); err == nil {
 		t.Error("negative diagonal: no error")
 	}
-	if _, _, err := PivotedCholesky(func(int) float64 { return 1 }, row, 0, 2, 0); err == nil {
+	if _, _, err := PivotedCholesky(func(int) float64 { return 1 }, row, 0, 2, 0, 0); err == nil {
 		t.Error("n = 0: no error")
 	}
 	for _, tc := range []struct {
@@ -139,6 +142,95 @@ func TestPivotedCholeskyAndWoodburyRejectBadInput(t *testing.T) {
 	}{{make([]float64, 5), 3, 2, 0.1}, {make([]float64, 6), 3, 2, 0}, {nil, 3, 0, math.NaN()}} {
 		if _, err := NewWoodbury(tc.L, tc.n, tc.r, tc.sigma2); err == nil {
 			t.Errorf("NewWoodbury(%d values, %d, %d, %v): no error", len(tc.L), tc.n, tc.r, tc.sigma2)
+		}
+	}
+}
+
+// residualDiag returns diag(K - L L^T) for L n x r column-major.
+func residualDiag(K *mat.SymDense, L []float64, n, r int) []float64 {
+	e := make([]float64, n)
+	for i := range e {
+		e[i] = K.At(i, i)
+		for l := 0; l < r; l++ {
+			e[i] -= L[l*n+i] * L[l*n+i]
+		}
+	}
+	return e
+}
+
+// TestPivotedCholeskyFloor: with a floor, the factor stops at the first rank whose largest
+// residual diagonal entry is at most the floor: every entry is then at most the floor, and
+// one column fewer leaves an entry above it (the rank is the smallest that meets it).
+func TestPivotedCholeskyFloor(t *testing.T) {
+	const n = 300
+	rng := rand.New(rand.NewPCG(11, 3))
+	p := newCGProblem(t, rng, n, 0.1)
+	diag := func(i int) float64 { return p.K.At(i, i) }
+	row := func(i int, dst []float64) { mat.Row(dst, i, p.K) }
+	for _, floor := range []float64{0.5, 0.1, 0.01, 1e-4} {
+		L, r, err := PivotedCholesky(diag, row, n, n, 0, floor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r == 0 || r == n {
+			t.Fatalf("floor %g: rank %d, want a partial factor", floor, r)
+		}
+		if e := residualDiag(p.K, L, n, r); floats.Max(e) > floor*(1+1e-12) {
+			t.Errorf("floor %g: rank %d leaves a residual %g above the floor", floor, r, floats.Max(e))
+		}
+		if e := residualDiag(p.K, L[:n*(r-1)], n, r-1); floats.Max(e) <= floor {
+			t.Errorf("floor %g: rank %d, but rank %d already meets it (max residual %g)", floor, r, r-1, floats.Max(e))
+		}
+		// The floor's factor is the leading columns of the unlimited one (same pivots, same bits).
+		full, rf, err := PivotedCholesky(diag, row, n, n, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rf < r || !slices.Equal(full[:n*r], L) {
+			t.Errorf("floor %g: the factor is not the leading %d columns of the full one", floor, r)
+		}
+	}
+}
+
+// TestPivotedCholeskyBitsIndependentOfGOMAXPROCS: the column updates run on GOMAXPROCS
+// goroutines over row ranges (above about a million multiply-adds per column); the factor's
+// bits must not depend on how many.
+func TestPivotedCholeskyBitsIndependentOfGOMAXPROCS(t *testing.T) {
+	const n, rank = 2500, 600 // n * m passes 1 << 20 from m = 420 on
+	rng := rand.New(rand.NewPCG(5, 8))
+	x := make([]float64, 3*n)
+	for i := range x {
+		x[i] = rng.Float64()
+	}
+	row := func(i int, dst []float64) {
+		for j := range dst {
+			s := 0.0
+			for k := 0; k < 3; k++ {
+				d := x[3*i+k] - x[3*j+k]
+				s += d * d
+			}
+			dst[j] = math.Exp(-s / (2 * 0.05 * 0.05))
+		}
+	}
+	diag := func(int) float64 { return 1 }
+	prev := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(prev)
+	var want []float64
+	for _, procs := range []int{1, 2, 3} {
+		runtime.GOMAXPROCS(procs)
+		L, r, err := PivotedCholesky(diag, row, n, rank, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r != rank {
+			t.Fatalf("rank %d, want %d", r, rank)
+		}
+		if want == nil {
+			want = L
+			continue
+		}
+		if !slices.Equal(L, want) {
+			t.Errorf("GOMAXPROCS %d: the factor's bits differ from GOMAXPROCS 1", procs)
 		}
 	}
 }

@@ -222,7 +222,7 @@ func TestSettingCommentsNameTheDefaults(t *testing.T) {
 		"CGSettings.rr_min":            DefaultRRMin,
 		"CGSettings.rr_rate":           DefaultRRRate,
 		"CGSettings.probes":            DefaultProbes,
-		"CGSettings.precond_rank":      DefaultPrecondRank,
+		"CGSettings.precond_rank":      "(default: adaptive, grown until no row's left-out prior variance exceeds a tenth of the noise variance",
 		"CGSettings.learning_rate":     DefaultCGLearningRate,
 		"CGSettings.cg_tol":            DefaultCGPredictTol,
 		"KMCGSettings.cg_iters":        DefaultCGIters,

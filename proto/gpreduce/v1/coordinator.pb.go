@@ -814,7 +814,9 @@ type CGSettings struct {
 	RrRate float64 `protobuf:"fixed64,4,opt,name=rr_rate,json=rrRate,proto3" json:"rr_rate,omitempty"`
 	// Hutchinson probe vectors t for the log-determinant terms (default 10)
 	Probes int32 `protobuf:"varint,5,opt,name=probes,proto3" json:"probes,omitempty"`
-	// rank k of the pivoted-Cholesky preconditioner, -1 for none (default 5)
+	// fixed rank k of the pivoted-Cholesky preconditioner, -1 for none (default: adaptive,
+	// grown until no row's left-out prior variance exceeds a tenth of the noise variance, at
+	// most sqrt(n (probes + 1)))
 	PrecondRank int32 `protobuf:"varint,6,opt,name=precond_rank,json=precondRank,proto3" json:"precond_rank,omitempty"`
 	// Adam base learning rate, decayed x0.1 at 50%, 70% and 90% of the steps (default 0.05)
 	LearningRate float64 `protobuf:"fixed64,7,opt,name=learning_rate,json=learningRate,proto3" json:"learning_rate,omitempty"`

@@ -1,10 +1,12 @@
 package train
 
 import (
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
 
+	"github.com/gpreduce/gpreduce/internal/model"
 	"github.com/gpreduce/gpreduce/internal/shard"
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
@@ -75,5 +77,58 @@ func TestAutoTrainRecordsChoice(t *testing.T) {
 	spec.Settings = &pb.GRIEFSettings{Inference: "type1"}
 	if _, err := Train(t.Context(), localEngine(t, tab, 2, 2), spec, nil); err == nil || !strings.Contains(err.Error(), "inference") {
 		t.Fatalf("a grief setting with auto: err = %v", err)
+	}
+}
+
+// highFrequencyTable is y = sin(40 x_1) sin(40 x_2) + 0.1 e on n rows of 4 uniform inputs:
+// a GRIEF grid of 10 points per input cannot represent a period of 0.16, while the exact GP
+// on a few hundred of the rows can.
+func highFrequencyTable(n int) *shard.Table {
+	rng := rand.New(rand.NewPCG(3, 40))
+	tab := &shard.Table{Source: "high-frequency", D: 4}
+	for i := 0; i < n; i++ {
+		x := []float64{rng.Float64(), rng.Float64(), rng.Float64(), rng.Float64()}
+		tab.X = append(tab.X, x...)
+		tab.Y = append(tab.Y, math.Sin(40*x[0])*math.Sin(40*x[1])+0.1*rng.NormFloat64())
+	}
+	return tab
+}
+
+// TestAutoFallsBackFromAllNoiseGRIEF: when auto's grief model is the all-noise fit while the
+// exact GP on the sampled rows found signal, auto retrains with rff from the same start and
+// says so in the choice; grief's model alone is the all-noise one.
+func TestAutoFallsBackFromAllNoiseGRIEF(t *testing.T) {
+	tab := highFrequencyTable(480)
+	spec := DefaultSpec(Auto)
+	set(&spec, "exact_max_rows", 150)
+	var events []string
+	m, err := Train(t.Context(), localEngine(t, tab, 4, 2), spec, func(ev Event) {
+		if ev.Phase == "method" {
+			events = append(events, ev.Message)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Method != AutoFallbackMethod || m.Choice == nil {
+		t.Fatalf("method %s, choice %+v, want the fallback %s", m.Method, m.Choice, AutoFallbackMethod)
+	}
+	if !strings.Contains(m.Choice.Reason, "grief's fit is all noise") || !strings.Contains(m.Choice.Reason, "retrained with "+AutoFallbackMethod) {
+		t.Errorf("choice reason %q does not say why it fell back", m.Choice.Reason)
+	}
+	if len(events) != 2 || !strings.Contains(events[0], "auto chose grief") || !strings.Contains(events[1], "retraining with "+AutoFallbackMethod) {
+		t.Errorf("method events %q", events)
+	}
+	if m.HasWarning(model.WarnAllNoise) || m.Hyper.NoiseVariance > 0.2 {
+		t.Errorf("the fallback model is all noise too (standardized noise %v)", m.Hyper.NoiseVariance)
+	}
+	// grief alone on the same data is the all-noise fit the fallback replaces.
+	gs := DefaultSpec("grief")
+	g, err := Train(t.Context(), localEngine(t, tab, 4, 2), gs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !g.HasWarning(model.WarnAllNoise) {
+		t.Errorf("grief alone is not all noise (standardized noise %v): the test data no longer exercises the fallback", g.Hyper.NoiseVariance)
 	}
 }

@@ -39,6 +39,9 @@ type Checkpoint struct {
 	LBFGS     *optimizer.LBFGSState // the optimizer after its last completed iteration
 	Adam      *optimizer.AdamState  // cg: Adam after its last completed step
 	Trace     []float64             // objective by iteration
+	// Fallback is the method auto retrains with after its first choice ended at the all-noise
+	// fit (autoFallback), and FallbackReason why; empty until then.
+	Fallback, FallbackReason string
 }
 
 // Hooks connect a run to whoever drives it: progress events, the checkpoint to resume from,

@@ -88,15 +88,24 @@ func resumeMatches(t *testing.T, tab *shard.Table, spec Spec) *model.Model {
 func TestResumeAutoGivesIdenticalModel(t *testing.T) {
 	for _, c := range []struct {
 		name  string
-		n, d  int
+		tab   *shard.Table
 		exact int
-	}{{"exact", 200, 2, 0}, {"gl", 600, 1, 100}} {
+		box   bool // narrow lengthscale bounds
+	}{
+		{"exact", synthTable(200, 2, 71), 0, true},
+		{"gl", synthTable(600, 1, 71), 100, true},
+		// grief's fit is all noise, auto retrains with rff (TestAutoFallsBackFromAllNoiseGRIEF):
+		// a resume in either phase gives the same model.
+		{AutoFallbackMethod, highFrequencyTable(480), 150, false},
+	} {
 		t.Run(c.name, func(t *testing.T) {
 			spec := DefaultSpec(Auto)
-			spec.LengthscaleBounds = [2]float64{0.5, 1}
+			if c.box {
+				spec.LengthscaleBounds = [2]float64{0.5, 1}
+			}
 			set(&spec, "exact_max_rows", c.exact)
 			spec.MaxIter = 12
-			if m := resumeMatches(t, synthTable(c.n, c.d, 71), spec); m.Method != c.name || m.Choice == nil {
+			if m := resumeMatches(t, c.tab, spec); m.Method != c.name || m.Choice == nil {
 				t.Fatalf("auto trained %s (choice %+v), want %s", m.Method, m.Choice, c.name)
 			}
 		})

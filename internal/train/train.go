@@ -62,11 +62,45 @@ func Run(ctx context.Context, eng engine.Engine, spec Spec, hooks Hooks) (*model
 			return nil, err
 		}
 		method, reason := chooseMethod(spec, p, ext)
-		spec.Method, spec.Settings = method, chosenSettings(method, autoSettings(&spec))
+		autoSet := autoSettings(&spec)
+		spec.Method, spec.Settings = method, chosenSettings(method, autoSet)
 		r.spec.Method, r.spec.Settings = spec.Method, spec.Settings
 		choice = &model.MethodChoice{Requested: Auto, Reason: reason}
 		r.obs(Event{Phase: "method", Message: fmt.Sprintf("auto chose %s: %s", method, reason)})
+		if r.ck.Fallback == "" {
+			m, err := r.trainWith(ctx, eng, spec, p)
+			if err != nil {
+				return nil, err
+			}
+			fb, why := autoFallback(spec.Method, m, r.ck.Start)
+			if fb == "" {
+				m.Choice = choice
+				return m, nil
+			}
+			// The first choice's optimizer state goes; the start (the search's outcome on the
+			// sampled rows) stays, and the fallback method polishes it on its own objective.
+			r.ck.Fallback, r.ck.FallbackReason = fb, why
+			r.ck.LBFGS, r.ck.Adam, r.ck.Trace, r.ck.Gram, r.ck.GL = nil, nil, nil, nil, nil
+			r.ck.Phase = min(r.ck.Phase, phaseStarted)
+			if err := r.save(ctx); err != nil {
+				return nil, err
+			}
+		}
+		spec.Method, spec.Settings = r.ck.Fallback, chosenSettings(r.ck.Fallback, autoSet)
+		r.spec.Method, r.spec.Settings = spec.Method, spec.Settings
+		choice.Reason = fmt.Sprintf("%s; then %s: retrained with %s", reason, r.ck.FallbackReason, r.ck.Fallback)
+		r.obs(Event{Phase: "method", Message: fmt.Sprintf("auto: %s; retraining with %s", r.ck.FallbackReason, r.ck.Fallback)})
 	}
+	m, err := r.trainWith(ctx, eng, spec, p)
+	if err != nil {
+		return nil, err
+	}
+	m.Choice = choice
+	return m, nil
+}
+
+// trainWith validates spec for the prepared data and trains its method.
+func (r *run) trainWith(ctx context.Context, eng engine.Engine, spec Spec, p *prepared) (*model.Model, error) {
 	if err := spec.Validate(p.d); err != nil {
 		return nil, err
 	}
@@ -74,12 +108,7 @@ func Run(ctx context.Context, eng engine.Engine, spec Spec, hooks Hooks) (*model
 	if !ok {
 		return nil, fmt.Errorf("method: unknown method %q; use %s", spec.Method, methodChoices())
 	}
-	m, err := meth.train(ctx, r, eng, p)
-	if err != nil {
-		return nil, err
-	}
-	m.Choice = choice
-	return m, nil
+	return meth.train(ctx, r, eng, p)
 }
 
 // prepared is what every method learns in its first pass: the standardization and, in

@@ -23,7 +23,7 @@ const AutoMaxGLDim = 3
 
 // AutoSummary is one line on the automatic choice (chooseMethod), for help texts.
 func AutoSummary() string {
-	return fmt.Sprintf("exact for small n, gl for d <= %d when its grid fits max-features, grief otherwise", AutoMaxGLDim)
+	return fmt.Sprintf("exact for small n, gl for d <= %d when its grid fits max-features, grief otherwise, then %s if grief's fit is all noise and the sampled exact fit's is not", AutoMaxGLDim, AutoFallbackMethod)
 }
 
 // chooseMethod picks the method for Spec.Method == "auto" from the row count n, the input

@@ -17,7 +17,9 @@ package train
 //  4. Adam over theta = (log l_1..log l_d, log sigma_f^2, log sigma_n^2), inside the spec's box,
 //     rate learning-rate decayed x0.1 at 50%, 70% and 90% of max-iter (App. E). Step t:
 //     a. P = L L^T + sigma_n^2 I, L the rank-k pivoted Cholesky of K from k kernel columns
-//     gathered from the shards (Gardner et al. 2018; rank 5 in App. E), applied by Woodbury;
+//     gathered from the shards (Gardner et al. 2018, §4.1), applied by Woodbury; k grows
+//     until no row's left-out prior variance exceeds sigma_n^2 / 10, at most sqrt(n (p+1))
+//     (precondRank; App. E uses rank 5, whose solves the truncation cuts short);
 //     b. probes z_1..z_p ~ N(0, P) (Rademacher without a preconditioner), from a random stream
 //     fixed by (seed, t), so a resumed run draws the same ones;
 //     c. one batched PCG on B = [z_1..z_p, y]: rr (the default) draws J_1, J_2 ~ P(J) ∝
@@ -169,8 +171,8 @@ func probes(c *pb.CGSettings) int  { return orInt(int(c.GetProbes()), DefaultPro
 // elevators (14,940 rows, d = 18) at the start of a default run it picks rank 105 (15
 // iterations to 1e-8), at the 50-step optimum it reaches the cap, 405 (30 iterations), where
 // rank 5, the rank of Potapczynski et al. 2021, App. E, needs about 1000 and rank 200 about
-// 80. The cap bounds the factor's O(n k^2) update by a quarter of the multiply-adds of one
-// product K_hat [Z, y], and its solve per iteration, O(n k (t+1)), by 2k/n of a product.
+// 80. The cap bounds the factor's O(n k^2) update, n k^2 / 2 multiply-adds, by half of one
+// product K_hat [Z, y], and its solve per iteration, O(n k (t+1)), by about 2k/n of a product.
 func precondRank(c *pb.CGSettings, n, t int) (rank int, floorNoise float64) {
 	switch c.GetPrecondRank() {
 	case 0:

@@ -266,7 +266,7 @@ func gemmNarrow(kern kernelFunc, workers, m, n, k int, alpha float64, a, b view,
 			copy(c[i*ldc:i*ldc+n], tmp[(i-i0)*nw:(i-i0)*nw+n])
 		}
 	}
-	runTasks(workers, tasks, run)
+	RunTasks(workers, tasks, run)
 }
 
 // packNarrow copies op(B)[0:k, 0:n] (n <= nw) into one panel of nw columns: dst[p*nw+j] =
@@ -486,13 +486,13 @@ func macro(kern kernelFunc, workers int, ap []float64, direct view, bp []float64
 			}
 		}
 	}
-	runTasks(workers, len(tasks), func(i int) { run(tasks[i]) })
+	RunTasks(workers, len(tasks), func(i int) { run(tasks[i]) })
 }
 
-// runTasks runs run(0..n-1), each once, on up to workers goroutines that take the next task
+// RunTasks runs run(0..n-1), each once, on up to workers goroutines that take the next task
 // as they finish one (on the caller's goroutine when one worker suffices). The tasks write
 // disjoint outputs, so the split never changes the bits.
-func runTasks(workers, n int, run func(int)) {
+func RunTasks(workers, n int, run func(int)) {
 	workers = min(workers, n)
 	if workers <= 1 {
 		for i := range n {

@@ -5,7 +5,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
-	"sync"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
@@ -112,19 +111,16 @@ func PivotedCholesky(diag func(i int) float64, row func(i int, dst []float64), n
 const pivotBlock = 512
 
 // parallelRows runs f on row ranges [i0, i1) covering 0..n-1: one range when the update is
-// small (n m below about a million multiply-adds), else one per GOMAXPROCS.
+// small (n m below about a million multiply-adds), else one per GOMAXPROCS on
+// linalg.RunTasks.
 func parallelRows(n, m int, f func(i0, i1 int)) {
 	w := runtime.GOMAXPROCS(0)
 	if w < 2 || n*m < 1<<20 {
 		f(0, n)
 		return
 	}
-	var wg sync.WaitGroup
 	step := (n + w - 1) / w
-	for i0 := 0; i0 < n; i0 += step {
-		wg.Go(func() { f(i0, min(n, i0+step)) })
-	}
-	wg.Wait()
+	linalg.RunTasks(w, (n+step-1)/step, func(i int) { f(i*step, min(n, (i+1)*step)) })
 }
 
 // Woodbury is the preconditioner P = L L^T + sigma^2 I_n for a rank-r factor L (n x r,

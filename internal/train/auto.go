@@ -1,12 +1,14 @@
 package train
 
 import (
+	"context"
 	"fmt"
 	"math"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/gpreduce/gpreduce/internal/engine"
 	"github.com/gpreduce/gpreduce/internal/features"
 	"github.com/gpreduce/gpreduce/internal/kernel"
 	"github.com/gpreduce/gpreduce/internal/model"
@@ -92,6 +94,62 @@ func autoFallback(method string, m *model.Model, start []float64) (fallback, why
 	}
 	return AutoFallbackMethod, fmt.Sprintf("grief's fit is all noise (noise variance %.0f%% of the target's) where the exact GP on the sampled rows ends at %.0f%%",
 		100*m.Hyper.NoiseVariance, 100*math.Exp(start[len(start)-1]))
+}
+
+// trainAuto chooses the method (chooseMethod), trains it and, when its model is grief's
+// all-noise fit where the sampled exact fit found signal (autoFallback), retrains with the
+// fallback method from the same start. The choice depends only on the prepared statistics
+// and the spec, and the fallback is kept in the checkpoint, so a resumed run trains the same
+// method in the same phase.
+func (r *run) trainAuto(ctx context.Context, eng engine.Engine, spec Spec, p *prepared) (*model.Model, error) {
+	if p.lo == nil {
+		q, err := prepare(ctx, eng, spec, r.obs)
+		if err != nil {
+			return nil, err
+		}
+		p.lo, p.hi = q.lo, q.hi
+	}
+	ext, err := glExtent(spec, p, p.lo, p.hi)
+	if err != nil {
+		return nil, err
+	}
+	method, reason := chooseMethod(spec, p, ext)
+	autoSet := autoSettings(&spec)
+	use := func(method string) {
+		spec.Method, spec.Settings = method, chosenSettings(method, autoSet)
+		r.spec.Method, r.spec.Settings = spec.Method, spec.Settings
+	}
+	use(method)
+	choice := &model.MethodChoice{Requested: Auto, Reason: reason}
+	r.obs(Event{Phase: "method", Message: fmt.Sprintf("auto chose %s: %s", method, reason)})
+	if r.ck.Fallback == "" {
+		m, err := r.trainWith(ctx, eng, spec, p)
+		if err != nil {
+			return nil, err
+		}
+		fb, why := autoFallback(method, m, r.ck.Start)
+		if fb == "" {
+			m.Choice = choice
+			return m, nil
+		}
+		// The first choice's optimizer state goes; the start (the search's outcome on the
+		// sampled rows) stays, and the fallback method polishes it on its own objective.
+		r.ck.Fallback, r.ck.FallbackReason = fb, why
+		r.ck.LBFGS, r.ck.Adam, r.ck.Trace, r.ck.Gram, r.ck.GL = nil, nil, nil, nil, nil
+		r.ck.Phase = min(r.ck.Phase, phaseStarted)
+		if err := r.save(ctx); err != nil {
+			return nil, err
+		}
+	}
+	use(r.ck.Fallback)
+	choice.Reason = fmt.Sprintf("%s; then %s: retrained with %s", reason, r.ck.FallbackReason, r.ck.Fallback)
+	r.obs(Event{Phase: "method", Message: fmt.Sprintf("auto: %s; retraining with %s", r.ck.FallbackReason, r.ck.Fallback)})
+	m, err := r.trainWith(ctx, eng, spec, p)
+	if err != nil {
+		return nil, err
+	}
+	m.Choice = choice
+	return m, nil
 }
 
 // isAuto reports whether the spec asks for the automatic method choice.

@@ -47,6 +47,22 @@ func TestChooseMethod(t *testing.T) {
 	}
 }
 
+// trainAutoEvents trains spec on tab over shards shards of the local engine and returns the
+// model and the messages of its "method" events.
+func trainAutoEvents(t *testing.T, tab *shard.Table, shards int, spec Spec) (*model.Model, []string) {
+	t.Helper()
+	var events []string
+	m, err := Train(t.Context(), localEngine(t, tab, shards, 2), spec, func(ev Event) {
+		if ev.Phase == "method" {
+			events = append(events, ev.Message)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, events
+}
+
 // TestAutoTrainRecordsChoice: Train with method auto trains the chosen method, reports the
 // choice as an event and records it in the model, which survives encoding.
 func TestAutoTrainRecordsChoice(t *testing.T) {
@@ -59,15 +75,7 @@ func TestAutoTrainRecordsChoice(t *testing.T) {
 	}
 	spec := DefaultSpec(Auto)
 	spec.MaxIter = 20
-	var events []string
-	m, err := Train(t.Context(), localEngine(t, tab, 2, 2), spec, func(ev Event) {
-		if ev.Phase == "method" {
-			events = append(events, ev.Message)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, events := trainAutoEvents(t, tab, 2, spec)
 	if m.Method != "exact" || m.Choice == nil || m.Choice.Requested != Auto || !strings.Contains(m.Choice.Reason, "n = 60") {
 		t.Fatalf("method %s, choice %+v", m.Method, m.Choice)
 	}
@@ -101,15 +109,7 @@ func TestAutoFallsBackFromAllNoiseGRIEF(t *testing.T) {
 	tab := highFrequencyTable(480)
 	spec := DefaultSpec(Auto)
 	set(&spec, "exact_max_rows", 150)
-	var events []string
-	m, err := Train(t.Context(), localEngine(t, tab, 4, 2), spec, func(ev Event) {
-		if ev.Phase == "method" {
-			events = append(events, ev.Message)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, events := trainAutoEvents(t, tab, 4, spec)
 	if m.Method != AutoFallbackMethod || m.Choice == nil {
 		t.Fatalf("method %s, choice %+v, want the fallback %s", m.Method, m.Choice, AutoFallbackMethod)
 	}

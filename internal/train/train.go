@@ -46,57 +46,10 @@ func Run(ctx context.Context, eng engine.Engine, spec Spec, hooks Hooks) (*model
 	if err != nil {
 		return nil, err
 	}
-	var choice *model.MethodChoice
-	if spec.isAuto() {
-		// The choice depends only on the prepared statistics and the spec, so a resumed run
-		// chooses the same method.
-		if p.lo == nil {
-			q, err := prepare(ctx, eng, spec, r.obs)
-			if err != nil {
-				return nil, err
-			}
-			p.lo, p.hi = q.lo, q.hi
-		}
-		ext, err := glExtent(spec, p, p.lo, p.hi)
-		if err != nil {
-			return nil, err
-		}
-		method, reason := chooseMethod(spec, p, ext)
-		autoSet := autoSettings(&spec)
-		spec.Method, spec.Settings = method, chosenSettings(method, autoSet)
-		r.spec.Method, r.spec.Settings = spec.Method, spec.Settings
-		choice = &model.MethodChoice{Requested: Auto, Reason: reason}
-		r.obs(Event{Phase: "method", Message: fmt.Sprintf("auto chose %s: %s", method, reason)})
-		if r.ck.Fallback == "" {
-			m, err := r.trainWith(ctx, eng, spec, p)
-			if err != nil {
-				return nil, err
-			}
-			fb, why := autoFallback(spec.Method, m, r.ck.Start)
-			if fb == "" {
-				m.Choice = choice
-				return m, nil
-			}
-			// The first choice's optimizer state goes; the start (the search's outcome on the
-			// sampled rows) stays, and the fallback method polishes it on its own objective.
-			r.ck.Fallback, r.ck.FallbackReason = fb, why
-			r.ck.LBFGS, r.ck.Adam, r.ck.Trace, r.ck.Gram, r.ck.GL = nil, nil, nil, nil, nil
-			r.ck.Phase = min(r.ck.Phase, phaseStarted)
-			if err := r.save(ctx); err != nil {
-				return nil, err
-			}
-		}
-		spec.Method, spec.Settings = r.ck.Fallback, chosenSettings(r.ck.Fallback, autoSet)
-		r.spec.Method, r.spec.Settings = spec.Method, spec.Settings
-		choice.Reason = fmt.Sprintf("%s; then %s: retrained with %s", reason, r.ck.FallbackReason, r.ck.Fallback)
-		r.obs(Event{Phase: "method", Message: fmt.Sprintf("auto: %s; retraining with %s", r.ck.FallbackReason, r.ck.Fallback)})
+	if !spec.isAuto() {
+		return r.trainWith(ctx, eng, spec, p)
 	}
-	m, err := r.trainWith(ctx, eng, spec, p)
-	if err != nil {
-		return nil, err
-	}
-	m.Choice = choice
-	return m, nil
+	return r.trainAuto(ctx, eng, spec, p)
 }
 
 // trainWith validates spec for the prepared data and trains its method.

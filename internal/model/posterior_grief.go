@@ -62,11 +62,15 @@ type GRIEFParams struct {
 
 // GRIEFPost is the GP-GRIEF posterior over the p eigenfunctions phi(x) (GP-GRIEF §5, eqs.
 // 11-12, in the predictive equations of §2, eq. 2): latent mean phi(x) Beta and latent
-// variance phi(x) C phi(x)^T, C row-major p x p. Type-II:
-// Beta = V~ Sigma~^-1 (w .* r~ ./ (w + s2)) and C = V~ Sigma~^-1 diag(s2 w/(w + s2)) Sigma~^-1 V~^T;
-// type-I: Beta and the s2-independent part averaged over the MALA samples, C the mixture
-// (mean of the per-sample C plus the covariance of the per-sample Beta). W holds the
-// transformed-basis weights (type-II: the optimum; type-I: the sample mean of w).
+// variance phi(x) C phi(x)^T, C row-major p x p. Type-II (GRIEF-II, w = 1), with A = Phi^T Phi
+// and r = Phi^T y over the training rows: Beta = (A + s2 I)^-1 r and C = s2 (A + s2 I)^-1, W
+// empty; type2-weights: Beta = V~ Sigma~^-1 (w .* r~ ./ (w + s2)) and
+// C = V~ Sigma~^-1 diag(s2 w/(w + s2)) Sigma~^-1 V~^T in the transformed basis; type-I: Beta
+// and the s2-independent part averaged over the MALA samples, C the mixture (mean of the
+// per-sample C plus the covariance of the per-sample Beta). W holds the transformed-basis
+// weights (type2-weights: the optimum; type-I: the sample mean of w). Models written before
+// GRIEF-II's posterior was formed from A + s2 I hold the type-II posterior in the
+// transformed-basis form, with W = Sigma~^2; both predict the same way.
 type GRIEFPost struct {
 	Inference string // type1, type2 (GRIEF-II) or type2-weights
 	Beta      []float64

@@ -39,6 +39,11 @@ type Checkpoint struct {
 	LBFGS     *optimizer.LBFGSState // the optimizer after its last completed iteration
 	Adam      *optimizer.AdamState  // cg: Adam after its last completed step
 	Trace     []float64             // objective by iteration
+	// GRIEFP is GRIEF-II's rung of the eigenfunction ladder being fitted (griefIIFit; 0
+	// before the ladder's start check) and GRIEFTheta the theta that rung's L-BFGS started
+	// from (nil: the search's start).
+	GRIEFP     int
+	GRIEFTheta []float64
 	// Fallback is the method auto retrains with after its first choice ended at the all-noise
 	// fit (autoFallback), and FallbackReason why; empty until then.
 	Fallback, FallbackReason string

@@ -33,9 +33,16 @@ func TestResumeGivesIdenticalModel(t *testing.T) {
 // that every resumed model is bitwise the uninterrupted one.
 func resumeMatches(t *testing.T, tab *shard.Table, spec Spec) *model.Model {
 	t.Helper()
+	return resumeMatchesFrom(t, tab, spec, nil)
+}
+
+// resumeMatchesFrom is resumeMatches for runs that all begin by resuming from the checkpoint
+// from (nil: a fresh start).
+func resumeMatchesFrom(t *testing.T, tab *shard.Table, spec Spec, from []byte) *model.Model {
+	t.Helper()
 	eng := localEngine(t, tab, 4, 2)
 	var cks [][]byte
-	full, err := Run(context.Background(), eng, spec, Hooks{Save: func(_ context.Context, _ int, _ float64, ck []byte) error {
+	full, err := Run(context.Background(), eng, spec, Hooks{Resume: from, Save: func(_ context.Context, _ int, _ float64, ck []byte) error {
 		cks = append(cks, append([]byte(nil), ck...))
 		return nil
 	}})
@@ -54,7 +61,7 @@ func resumeMatches(t *testing.T, tab *shard.Table, spec Spec) *model.Model {
 		stop := errors.New("leader died")
 		n := 0
 		var last []byte
-		_, err := Run(context.Background(), localEngine(t, tab, 4, 1), spec, Hooks{Save: func(_ context.Context, _ int, _ float64, ck []byte) error {
+		_, err := Run(context.Background(), localEngine(t, tab, 4, 1), spec, Hooks{Resume: from, Save: func(_ context.Context, _ int, _ float64, ck []byte) error {
 			last = append([]byte(nil), ck...)
 			n++
 			if n > k {

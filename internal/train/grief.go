@@ -23,11 +23,13 @@ package train
 //  4. the map: features.NewGRIEF (Algorithm 1 picks the p largest product eigenvalues once,
 //     here, so every worker uses the same selection even among tied products);
 //  5. one Gram pass (tasks.GramTask with the GRIEF map): A, r, y^T y, n;
-//  6. the transformed basis: A = V D V^T, kept where D_i > 1e-12 max D (a relative threshold,
-//     not the authors' code's absolute one), Sigma~ = D^(1/2), r~ = Sigma~^-1 V~^T r;
-//  7. type2 keeps the base kernel (w = 1) at its learned noise; type2-weights runs
-//     box-constrained L-BFGS over (log w~, log s2), and type1 MALA over the same variables
-//     with the paper's log-normal priors, both O(p) per evaluation;
+//  6. type2 keeps the base kernel (w = 1) at its learned noise: its posterior is Bayesian
+//     linear regression on the eigenfunctions, one Cholesky factorisation of A + s2 I
+//     (griefIIPosterior). The weight-learning variants need the transformed basis: A = V D V^T,
+//     kept where D_i > 1e-12 max D (a relative threshold, not the authors' code's absolute
+//     one), Sigma~ = D^(1/2), r~ = Sigma~^-1 V~^T r;
+//  7. type2-weights runs box-constrained L-BFGS over (log w~, log s2), and type1 MALA over the
+//     same variables with the paper's log-normal priors, both O(p) per evaluation;
 //  8. the posterior (derived here; the paper gives only the generic GP eq. 2): beta and C such
 //     that the latent mean is phi(x) beta and the latent variance phi(x) C phi(x)^T.
 //
@@ -92,7 +94,16 @@ const (
 	DefaultGRIEFGrid           = 10   // m_bar, as in the paper's experiments
 	DefaultGRIEFEigenfunctions = 1000 // p of type1 and type2-weights, as in the paper's GRIEF-I experiments; type2 takes min(1000, 10^floor(log10 n))
 	DefaultGRIEFSamples        = 180  // (10000 - 1000) / 50: the paper's MALA run
-	MaxGRIEFGrid               = 1024
+	// griefMaxEigenfunctions is the top of GRIEF-II's default p ladder (griefIIFit) beyond
+	// the paper's 1000, taken only while the eigenfunctions leave out more prior variance
+	// than the noise variance: a Gram statistic of p^2 floats (128 MiB per shard).
+	griefMaxEigenfunctions = 4000
+	// griefPassBudget bounds the ladder beyond the paper's 1000 by the cost of a likelihood
+	// evaluation, about 3 n p^2 flops (the Gram pass and the gradient pass's two triangular
+	// solves): n p^2 <= griefPassBudget, so a rung above 1000 costs at most about 15 s per
+	// evaluation at 80 GFLOP/s (n = 15,000: 4000; n = 10^5: 2000; above 10^5 rows none).
+	griefPassBudget = 4e11
+	MaxGRIEFGrid    = 1024
 )
 
 func init() {
@@ -199,16 +210,10 @@ func (r *run) trainGRIEF(ctx context.Context, eng engine.Engine, p *prepared) (*
 		return nil, fmt.Errorf("grief: %w", err)
 	}
 	fit := &fitted{theta: append([]float64(nil), theta...)}
+	var gram *reduce.Gram // type2: the Gram statistic at the fitted theta, when the ladder took it
 	if inference == "type2" {
-		if griefSettings(&spec).GetEigenfunctions() == 0 {
-			if np, err = r.griefIISize(ctx, eng, p, fam, grid, theta, np); err != nil {
-				return nil, fmt.Errorf("grief: %w", err)
-			}
-		}
-		q := &griefIIProblem{ctx: ctx, eng: eng, tf: p.tf, fam: fam, grid: grid, p: np, d: d}
-		obs(Event{Phase: "optimize", Message: fmt.Sprintf("GRIEF-II: theta and the noise with w = 1, %d eigenfunctions; each evaluation is a Gram pass and a gradient pass", np)})
-		if fit, err = r.optimize(ctx, q.objective, theta, lower, upper, p, griefIIFuncTol); err != nil {
-			return nil, fmt.Errorf("grief: GRIEF-II: %w", err)
+		if fit, np, gram, err = r.griefIIFit(ctx, eng, p, fam, grid, theta, lower, upper, np); err != nil {
+			return nil, fmt.Errorf("grief: %w", err)
 		}
 	}
 	h := hyperOf(fit.theta, d)
@@ -226,8 +231,10 @@ func (r *run) trainGRIEF(ctx context.Context, eng engine.Engine, p *prepared) (*
 	obs(Event{Phase: "sizing", Message: fmt.Sprintf("%d eigenfunctions on a grid of %v points per dimension; lengthscales %s, signal variance %.4g, noise %.4g",
 		np, sizes, fmtFloats(h.Lengthscales), h.SignalVariance, h.NoiseVariance)})
 
-	// Step 5: one Gram pass, unless the checkpoint carries it.
-	gram := r.ck.Gram
+	// Step 5: one Gram pass, unless the ladder or the checkpoint carries it.
+	if gram == nil || gram.S != np {
+		gram = r.ck.Gram
+	}
 	if gram == nil || gram.S != np {
 		obs(Event{Phase: "gram", Message: fmt.Sprintf("Gram pass: %d x %d per shard over %d shards", np, np, len(eng.Shards()))})
 		if gram, err = griefGram(ctx, eng, g, p.tf); err != nil {
@@ -241,39 +248,34 @@ func (r *run) trainGRIEF(ctx context.Context, eng engine.Engine, p *prepared) (*
 		}
 	}
 
-	// Step 6: the transformed basis.
-	b, err := newGRIEFBasis(gram)
-	if err != nil {
-		return nil, fmt.Errorf("grief: %w", err)
-	}
-	left := griefLeftOut(gram, h.SignalVariance)
-	obs(Event{Phase: "basis", Message: fmt.Sprintf("transformed basis of rank %d of %d; prior variance left out per row %.4g (signal %.4g, noise %.4g)", b.pt, b.p, left, h.SignalVariance, h.NoiseVariance)})
-
-	// Step 7 and 8: inference over (log w~, log s2) and the posterior.
+	// Steps 6-8: GRIEF-II's posterior straight from the Gram statistic; the weight-learning
+	// variants through the transformed basis.
 	var post *model.GRIEFPost
 	var lml, noise float64
-	switch inference {
-	case "type2":
-		// GRIEF-II's posterior: the base kernel (w = 1 on the eigenfunctions, w~ = Sigma~^2
-		// in the transformed basis) at the learned noise.
+	left := griefLeftOut(gram, h.SignalVariance)
+	if inference == "type2" {
 		noise = h.NoiseVariance
-		x := make([]float64, b.pt+1)
-		for i, s := range b.sig2 {
-			x[i] = math.Log(s)
+		if post, lml, err = griefIIPosterior(gram, noise); err != nil {
+			return nil, fmt.Errorf("grief: %w", err)
 		}
-		x[b.pt] = math.Log(noise)
-		w, _ := b.weights(x)
-		beta, C := b.posterior(w, noise)
-		post, lml = &model.GRIEFPost{Inference: "type2", Beta: beta, C: C, W: w}, b.lml(x, nil)
-	case "type2-weights":
-		post, lml, noise, err = r.griefType2Weights(ctx, b, h.NoiseVariance, p, fit)
-	case "type1":
-		post, lml, noise, err = r.griefType1(ctx, b, h.NoiseVariance, fit)
-	default:
-		err = fmt.Errorf("inference: unknown inference %q", inference)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("grief: %w", err)
+		obs(Event{Phase: "basis", Message: fmt.Sprintf("posterior over %d eigenfunctions with w = 1; prior variance left out per row %.4g (signal %.4g, noise %.4g)", np, left, h.SignalVariance, noise)})
+	} else {
+		b, err := newGRIEFBasis(gram)
+		if err != nil {
+			return nil, fmt.Errorf("grief: %w", err)
+		}
+		obs(Event{Phase: "basis", Message: fmt.Sprintf("transformed basis of rank %d of %d; prior variance left out per row %.4g (signal %.4g, noise %.4g)", b.pt, b.p, left, h.SignalVariance, h.NoiseVariance)})
+		switch inference {
+		case "type2-weights":
+			post, lml, noise, err = r.griefType2Weights(ctx, b, h.NoiseVariance, p, fit)
+		case "type1":
+			post, lml, noise, err = r.griefType1(ctx, b, h.NoiseVariance, fit)
+		default:
+			err = fmt.Errorf("inference: unknown inference %q", inference)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("grief: %w", err)
+		}
 	}
 	fit.theta[d+1] = math.Log(noise)
 	m := newModel(spec, p, fit, lml)
@@ -290,34 +292,83 @@ func (r *run) trainGRIEF(ctx context.Context, eng engine.Engine, p *prepared) (*
 		m.Warn(model.WarnApproximation, "the %d eigenfunctions of the %s-point grid leave out %.3g of the prior variance %.3g per training row (standardized units), more than the noise variance %.3g: predictions are limited by the approximation; raise eigenfunctions (max-features bounds it) or grid", np, griefGridSize(sizes), left, h.SignalVariance, noise)
 	}
 	if inference == "type2-weights" {
-		m.Warn(model.WarnEstimate, "the log likelihood %.6g (type2-weights) is maximised over %d eigenfunction weights as well as the noise; it is not comparable with other methods' log likelihoods, and the weights may overfit (GP-GRIEF §5)", lml, b.pt)
+		m.Warn(model.WarnEstimate, "the log likelihood %.6g (type2-weights) is maximised over %d eigenfunction weights as well as the noise; it is not comparable with other methods' log likelihoods, and the weights may overfit (GP-GRIEF §5)", lml, len(post.W))
 	}
 	return m, nil
 }
 
-// griefIISize is GRIEF-II's default number of eigenfunctions. GP-GRIEF §6 takes p = min(1000,
-// 10^floor(log10 n)) with n the size of the whole dataset; on a training split of a set just
-// above a power of ten that gives a tenth of the paper's p (concrete: 927 training rows of
-// 1030, p = 100 where the paper used 1000). So p0, the rule on the training rows, is raised up
-// the same ladder (x10, at most DefaultGRIEFEigenfunctions) while, at the searched start
-// theta, the p eigenfunctions leave out more prior variance per row than the noise variance
-// (griefLeftOut > sigma_n^2: the approximation, not the data, limits the fit) and the grid has
-// more than p product eigenfunctions. Each step is one Gram pass, and a step happens only for
-// n < 1000 rows, where a pass is cheap. The start theta is checkpointed, so a resumed run
-// repeats the same passes and gets the same p.
+// griefIIFit learns theta and the noise with w = 1 on all rows (GRIEF-II, GP-GRIEF §5-6) by
+// L-BFGS from theta, with p0 eigenfunctions when the spec fixes p. With the default p the
+// number of eigenfunctions follows a ladder: GP-GRIEF §6 takes p = min(1000, 10^floor(log10
+// n)) with n the size of the whole dataset, which on a training split just above a power of
+// ten gives a tenth of the paper's p (concrete: 927 training rows of 1030, p = 100 where the
+// paper used 1000), and on data whose function needs more eigenfunctions than 1000 of the
+// 10-point grid (many relevant inputs, short lengthscales) the approximation rather than the
+// data limits the fit. So p goes up the ladder (x10 up to the paper's 1000, then x2 within
+// griefTop: griefMaxEigenfunctions, the pass budget, max-features, the grid) while the p
+// eigenfunctions leave out more prior variance per row than the noise variance
+// (griefLeftOut > sigma_n^2): first at the searched start (one Gram pass per rung), then at
+// each converged fit, where L-BFGS starts again from the fitted theta on the next rung. The
+// rung and its start are in the checkpoint, so a resumed run continues the same phase and
+// gets the same p and bits. It returns the fit, p, and the Gram statistic at the fitted theta
+// (signal variance included) when the last check computed it, else nil.
+func (r *run) griefIIFit(ctx context.Context, eng engine.Engine, p *prepared, fam kernel.Family, grid [][]float64, theta, lower, upper []float64, p0 int) (*fitted, int, *reduce.Gram, error) {
+	ladder := griefSettings(&r.spec).GetEigenfunctions() == 0
+	top := griefTop(&r.spec, grid, p.n)
+	np := p0
+	switch {
+	case !ladder:
+	case r.ck.GRIEFP > 0:
+		np = r.ck.GRIEFP
+		if r.ck.GRIEFTheta != nil {
+			theta = r.ck.GRIEFTheta
+		}
+	default:
+		var err error
+		if np, err = r.griefIISize(ctx, eng, p, fam, grid, theta, np); err != nil {
+			return nil, 0, nil, err
+		}
+		r.ck.GRIEFP = np
+	}
+	for {
+		q := &griefIIProblem{ctx: ctx, eng: eng, tf: p.tf, fam: fam, grid: grid, p: np, d: p.d}
+		r.obs(Event{Phase: "optimize", Message: fmt.Sprintf("GRIEF-II: theta and the noise with w = 1, %d eigenfunctions; each evaluation is a Gram pass and a gradient pass", np)})
+		fit, err := r.optimize(ctx, q.objective, theta, lower, upper, p, griefIIFuncTol)
+		if err != nil {
+			return nil, 0, nil, fmt.Errorf("GRIEF-II: %w", err)
+		}
+		if !ladder || np >= top {
+			return fit, np, nil, nil
+		}
+		h := hyperOf(fit.theta, p.d)
+		gram, err := griefGramAt(ctx, eng, p, fam, grid, h, np)
+		if err != nil {
+			return nil, 0, nil, err
+		}
+		left := griefLeftOut(gram, h.SignalVariance)
+		if !(left > h.NoiseVariance) {
+			return fit, np, gram, nil
+		}
+		next := griefNextP(np, top)
+		r.obs(Event{Phase: "sizing", Message: fmt.Sprintf("GRIEF-II: at the fitted theta %d eigenfunctions leave out %.3g of the prior variance %.3g per row, more than the noise variance %.3g: refitting from there with %d", np, left, h.SignalVariance, h.NoiseVariance, next)})
+		np, theta = next, fit.theta
+		// The next rung's L-BFGS starts afresh; the trace and iterations are the last rung's.
+		r.ck.GRIEFP, r.ck.GRIEFTheta, r.ck.LBFGS, r.ck.Trace = np, theta, nil, nil
+		if err := r.save(ctx); err != nil {
+			return nil, 0, nil, err
+		}
+	}
+}
+
+// griefIISize is the first rung of GRIEF-II's default p ladder (griefIIFit): p0 raised while,
+// at the searched start theta, the eigenfunctions leave out more prior variance per row than
+// the noise variance, one Gram pass per rung.
 func (r *run) griefIISize(ctx context.Context, eng engine.Engine, p *prepared, fam kernel.Family, grid [][]float64, theta []float64, p0 int) (int, error) {
 	h := hyperOf(theta, p.d)
-	m := 1 // prod_i m_i, the grid's product eigenfunctions, capped at the ladder's top
-	for _, ax := range grid {
-		m = min(m*len(ax), DefaultGRIEFEigenfunctions)
-	}
+	top := griefTop(&r.spec, grid, p.n)
 	np := p0
-	for np < min(m, DefaultGRIEFEigenfunctions) {
-		g, err := features.NewGRIEF(fam, h.Lengthscales, h.SignalVariance, grid, np)
-		if err != nil {
-			return 0, err
-		}
-		gram, err := griefGram(ctx, eng, g, p.tf)
+	for np < top {
+		gram, err := griefGramAt(ctx, eng, p, fam, grid, h, np)
 		if err != nil {
 			return 0, err
 		}
@@ -325,11 +376,91 @@ func (r *run) griefIISize(ctx context.Context, eng engine.Engine, p *prepared, f
 		if !(left > h.NoiseVariance) {
 			break
 		}
-		next := min(10*np, m)
+		next := griefNextP(np, top)
 		r.obs(Event{Phase: "sizing", Message: fmt.Sprintf("GRIEF-II: %d eigenfunctions leave out %.3g of the prior variance %.3g per row at the start, more than the noise variance %.3g: taking %d", np, left, h.SignalVariance, h.NoiseVariance, next)})
 		np = next
 	}
 	return np, nil
+}
+
+// griefTop is the top of GRIEF-II's p ladder for n rows: the paper's 1000, or above it the
+// largest rung within griefMaxEigenfunctions, the pass budget and 2n (beyond that the O(p^3)
+// steps on the coordinator, not the pass, set the cost: housing's 456 rows at p = 4000 took
+// 466 s against 4 s); at most max-features and the grid's number of product eigenfunctions.
+func griefTop(s *Spec, grid [][]float64, n int) int {
+	top := DefaultGRIEFEigenfunctions
+	for next := 2 * top; next <= griefMaxEigenfunctions && next <= 2*n && float64(n)*float64(next)*float64(next) <= griefPassBudget; next *= 2 {
+		top = next
+	}
+	top = min(top, orInt(int(griefSettings(s).GetMaxFeatures()), DefaultMaxFeatures))
+	m := 1
+	for _, ax := range grid {
+		m = min(m*len(ax), top)
+	}
+	return m
+}
+
+// griefNextP is the rung above p on GRIEF-II's ladder: x10 up to the paper's 1000, then x2,
+// at most top.
+func griefNextP(p, top int) int {
+	if p < DefaultGRIEFEigenfunctions {
+		return min(10*p, DefaultGRIEFEigenfunctions, top)
+	}
+	return min(2*p, top)
+}
+
+// griefGramAt is the Gram statistic of the p-eigenfunction GRIEF map at hyperparameters h.
+func griefGramAt(ctx context.Context, eng engine.Engine, p *prepared, fam kernel.Family, grid [][]float64, h model.Hyper, np int) (*reduce.Gram, error) {
+	g, err := features.NewGRIEF(fam, h.Lengthscales, h.SignalVariance, grid, np)
+	if err != nil {
+		return nil, err
+	}
+	return griefGram(ctx, eng, g, p.tf)
+}
+
+// griefIIPosterior is GRIEF-II's posterior at w = 1, the base GRIEF kernel K~ = Phi Phi^T
+// (GP-GRIEF eq. 3) at noise s2, from the Gram statistic (A = Phi^T Phi, r = Phi^T y, y^T y)
+// of the fitted map: Bayesian linear regression on the p eigenfunctions with unit prior
+// weights, so with P = A + s2 I = L L^T
+//
+//	Beta = P^-1 r,   C = s2 P^-1,
+//
+// the latent mean phi(x) Beta and variance phi(x) C phi(x)^T of the generic GP prediction
+// (GP-GRIEF eq. 2, by the matrix inversion lemma), and the log marginal likelihood of
+// griefIILML. Directions of weight space the data do not reach keep their prior variance.
+// One Cholesky factorisation and one inverse, O(p^3) on the compute core; the eigenpairs of
+// A that the weight-learning variants need are not formed (gonum's eigensolver took minutes
+// at p = 4000).
+func griefIIPosterior(g *reduce.Gram, s2 float64) (*model.GRIEFPost, float64, error) {
+	p := g.S
+	lml, ok := griefIILML(g, 1, s2, nil, nil)
+	if !ok {
+		return nil, 0, fmt.Errorf("GRIEF-II posterior: A + s2 I (%d x %d) is not positive definite at noise %g", p, p, s2)
+	}
+	a := mat.NewSymDense(p, append([]float64(nil), g.G...)) // the upper triangle, all SymDense reads
+	for i := 0; i < p; i++ {
+		a.SetSym(i, i, a.At(i, i)+s2)
+	}
+	var ch linalg.Cholesky
+	if !ch.Factorize(a) {
+		return nil, 0, fmt.Errorf("GRIEF-II posterior: A + s2 I (%d x %d) is not positive definite at noise %g", p, p, s2)
+	}
+	beta := mat.NewVecDense(p, nil)
+	if err := ch.SolveVecTo(beta, mat.NewVecDense(p, append([]float64(nil), g.B...))); err != nil {
+		return nil, 0, fmt.Errorf("GRIEF-II posterior: %w", err)
+	}
+	var inv mat.SymDense
+	if err := ch.InverseTo(&inv); err != nil {
+		return nil, 0, fmt.Errorf("GRIEF-II posterior: %w", err)
+	}
+	C := make([]float64, p*p)
+	for i := 0; i < p; i++ {
+		for j := i; j < p; j++ {
+			v := s2 * inv.At(i, j)
+			C[i*p+j], C[j*p+i] = v, v
+		}
+	}
+	return &model.GRIEFPost{Inference: "type2", Beta: beta.RawVector().Data, C: C}, lml, nil
 }
 
 // griefLeftOut is the prior variance per row that the GRIEF kernel of the Gram statistic g

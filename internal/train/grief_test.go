@@ -3,6 +3,7 @@ package train
 import (
 	"bytes"
 	"context"
+	"encoding/gob"
 	"errors"
 	"fmt"
 	"math"
@@ -659,4 +660,41 @@ func TestGRIEFIISize(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestGRIEFIIRefitsUpTheLadder: when GRIEF-II's fit with the default p leaves out more prior
+// variance per row than its noise variance, p goes up a rung and L-BFGS starts again from the
+// fitted theta, until the eigenfunctions hold the fit or the ladder ends; a run resumed from
+// any checkpoint across the rungs gives the same model bits. The runs begin on rung 10 (a
+// checkpoint that says so), where 10 eigenfunctions cannot hold a 3-input additive function.
+func TestGRIEFIIRefitsUpTheLadder(t *testing.T) {
+	tab := synthTable(300, 3, 141)
+	spec := DefaultSpec("grief")
+	spec.MaxIter = 15
+	var from bytes.Buffer
+	if err := gob.NewEncoder(&from).Encode(&Checkpoint{Version: checkpointVersion, Method: "grief", GRIEFP: 10}); err != nil {
+		t.Fatal(err)
+	}
+	var refits []string
+	m, err := Run(context.Background(), localEngine(t, tab, 4, 2), spec, Hooks{Resume: from.Bytes(), Observer: func(e Event) {
+		if strings.Contains(e.Message, "refitting from there") {
+			refits = append(refits, e.Message)
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := len(m.Posterior.(*model.GRIEFPosterior).Post.Beta)
+	t.Logf("p = %d after %d refits %q; noise %.4g, warnings %v", p, len(refits), refits, m.Hyper.NoiseVariance, m.Warnings)
+	if len(refits) == 0 || !strings.Contains(refits[0], "10 eigenfunctions leave out") || !strings.HasSuffix(refits[0], "with 100") {
+		t.Fatalf("no refit from rung 10 to 100: %q", refits)
+	}
+	if p <= 10 {
+		t.Errorf("the model has %d eigenfunctions, want more than rung 10", p)
+	}
+	// The ladder stops where the eigenfunctions hold the fit, or at the grid's 10^3 products.
+	if m.HasWarning(model.WarnApproximation) && p < 1000 {
+		t.Errorf("the ladder stopped at p = %d with the approximation warning", p)
+	}
+	resumeMatchesFrom(t, tab, spec, from.Bytes())
 }

@@ -724,8 +724,9 @@ type GRIEFSettings struct {
 	Inference string `protobuf:"bytes,1,opt,name=inference,proto3" json:"inference,omitempty"`
 	// inducing grid points per input column, m_bar (default 10)
 	Grid int32 `protobuf:"varint,2,opt,name=grid,proto3" json:"grid,omitempty"`
-	// number of eigenfunctions p (default type2: min(1000, 10^floor(log10 n)); type1,
-	// type2-weights: 1000; at most the grid size)
+	// number of eigenfunctions p (default type2: min(1000, 10^floor(log10 n)), raised up to
+	// 4000 while they leave out more prior variance than the noise; type1, type2-weights:
+	// 1000; at most the grid size)
 	Eigenfunctions int32 `protobuf:"varint,3,opt,name=eigenfunctions,proto3" json:"eigenfunctions,omitempty"`
 	// type1: retained MALA samples (default 180: 10000 iterations, burn-in 1000, thinning 50)
 	Samples int32 `protobuf:"varint,4,opt,name=samples,proto3" json:"samples,omitempty"`

@@ -274,12 +274,20 @@ func New(cfg Config) (*Engine, error) {
 func (e *Engine) Shards() []shard.Ref { return append([]shard.Ref(nil), e.shards...) }
 
 // Reduce runs t on every shard and merges the results in shard order.
+// Results are folded in as soon as those of the shards before them are in (the order and
+// bits of engine.MergeInOrder), so the coordinator holds only the results that arrived early,
+// not one per shard (a 4000-eigenfunction GRIEF Gram is 128 MiB per shard).
 func (e *Engine) Reduce(ctx context.Context, t engine.Task) (reduce.Stats, error) {
-	parts, err := e.Gather(ctx, t)
+	r, err := e.newRoundFor(ctx, t)
 	if err != nil {
 		return nil, err
 	}
-	return engine.MergeInOrder(parts)
+	defer func() { <-e.sem }()
+	r.merge = true
+	if _, err := r.run(); err != nil {
+		return nil, err
+	}
+	return r.acc, nil
 }
 
 // Gather runs t on every shard as one round and returns the per-shard results in shard
@@ -293,6 +301,17 @@ func (e *Engine) Reduce(ctx context.Context, t engine.Task) (reduce.Stats, error
 // slim task with a missing blob (it restarted or evicted it) gets the same task in full at
 // once. The blobs change only the transport: the results are the same bits.
 func (e *Engine) Gather(ctx context.Context, t engine.Task) ([]reduce.Stats, error) {
+	r, err := e.newRoundFor(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { <-e.sem }()
+	return r.run()
+}
+
+// newRoundFor encodes t and takes the engine's round slot for it; the caller runs the round
+// and then releases the slot (<-e.sem).
+func (e *Engine) newRoundFor(ctx context.Context, t engine.Task) (*round, error) {
 	task, err := wire.EncodeTask(t)
 	if err != nil {
 		return nil, fmt.Errorf("remote engine: job %s: %w", e.cfg.JobID, err)
@@ -303,12 +322,12 @@ func (e *Engine) Gather(ctx context.Context, t engine.Task) ([]reduce.Stats, err
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	defer func() { <-e.sem }()
 	if err := ctx.Err(); err != nil {
+		<-e.sem
 		return nil, err
 	}
 	e.round++
-	return newRound(ctx, e, e.round, task, slim, blobs).run()
+	return newRound(ctx, e, e.round, task, slim, blobs), nil
 }
 
 // heldGens returns the generations of worker w's acknowledgements of the blobs, or nil if it

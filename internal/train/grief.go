@@ -308,7 +308,8 @@ func (r *run) trainGRIEF(ctx context.Context, eng engine.Engine, p *prepared) (*
 // griefTop: griefMaxEigenfunctions, the pass budget, max-features, the grid) while the p
 // eigenfunctions leave out more prior variance per row than the noise variance
 // (griefLeftOut > sigma_n^2): first at the searched start (one Gram pass per rung), then at
-// each converged fit, where L-BFGS starts again from the fitted theta on the next rung. The
+// the end of each rung's L-BFGS run (converged or at max-iter), where L-BFGS starts again from
+// the fitted theta on the next rung (max-iter applies to each rung). The
 // rung and its start are in the checkpoint, so a resumed run continues the same phase and
 // gets the same p and bits. It returns the fit, p, and the Gram statistic at the fitted theta
 // (signal variance included) when the last check computed it, else nil.

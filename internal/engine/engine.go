@@ -73,23 +73,9 @@ func (l *Local) run(ctx context.Context, t Task, merge bool) ([]reduce.Stats, re
 	errs := make([]error, len(l.refs))
 	var (
 		mu       sync.Mutex
-		acc      reduce.Stats
-		folded   int // results 0..folded-1 are in acc
+		f        InOrder
 		mergeErr error
 	)
-	fold := func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for ; mergeErr == nil && folded < len(out) && out[folded] != nil; folded++ {
-			if folded == 0 {
-				acc = out[0]
-			} else if err := acc.Merge(out[folded]); err != nil {
-				mergeErr = fmt.Errorf("merge shard %d: %w", folded, err)
-				cancel()
-			}
-			out[folded] = nil
-		}
-	}
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for w := 0; w < min(l.workers, len(l.refs)); w++ {
@@ -113,8 +99,11 @@ func (l *Local) run(ctx context.Context, t Task, merge bool) ([]reduce.Stats, re
 				}
 				mu.Lock()
 				out[i] = st
+				if err := f.Fold(out); err != nil && mergeErr == nil {
+					mergeErr = err
+					cancel()
+				}
 				mu.Unlock()
-				fold()
 			}
 		}()
 	}
@@ -142,10 +131,32 @@ func (l *Local) run(ctx context.Context, t Task, merge bool) ([]reduce.Stats, re
 	if canceled != nil {
 		return nil, nil, canceled
 	}
-	if merge && folded != len(out) {
-		return nil, nil, fmt.Errorf("merge: %d of %d shard results", folded, len(out))
+	if merge && f.Folded != len(out) {
+		return nil, nil, fmt.Errorf("merge: %d of %d shard results", f.Folded, len(out))
 	}
-	return out, acc, nil
+	return out, f.Acc, nil
+}
+
+// InOrder merges per-shard results in shard order as they arrive: Fold merges into Acc every
+// result that is next in order (out[Folded] non-nil), exactly as MergeInOrder would (Acc =
+// out[0], then Acc.Merge(out[i]) for i = 1, 2, ...), and clears its slot, so only results
+// that arrived ahead of their turn are held.
+type InOrder struct {
+	Acc    reduce.Stats
+	Folded int // out[0..Folded-1] are in Acc
+}
+
+// Fold merges the results now next in shard order; the error names the shard.
+func (f *InOrder) Fold(out []reduce.Stats) error {
+	for ; f.Folded < len(out) && out[f.Folded] != nil; f.Folded++ {
+		if f.Folded == 0 {
+			f.Acc = out[0]
+		} else if err := f.Acc.Merge(out[f.Folded]); err != nil {
+			return fmt.Errorf("merge shard %d: %w", f.Folded, err)
+		}
+		out[f.Folded] = nil
+	}
+	return nil
 }
 
 // MergeInOrder folds parts[1:] into parts[0] in order and returns parts[0].

@@ -287,7 +287,7 @@ func (e *Engine) Reduce(ctx context.Context, t engine.Task) (reduce.Stats, error
 	if _, err := r.run(); err != nil {
 		return nil, err
 	}
-	return r.acc, nil
+	return r.fold.Acc, nil
 }
 
 // Gather runs t on every shard as one round and returns the per-shard results in shard

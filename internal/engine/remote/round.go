@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/gpreduce/gpreduce/internal/engine"
 	"github.com/gpreduce/gpreduce/internal/reduce"
 	"github.com/gpreduce/gpreduce/internal/wire"
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
@@ -72,11 +73,10 @@ type round struct {
 	log   zerolog.Logger
 
 	out []reduce.Stats
-	// merge folds out into acc in shard order as results arrive (Reduce): out[0..folded-1]
-	// are in acc and cleared, so the round holds only the results that arrived early.
+	// merge folds out into fold.Acc in shard order as results arrive (Reduce), so the round
+	// holds only the results that arrived early.
 	merge     bool
-	acc       reduce.Stats
-	folded    int
+	fold      engine.InOrder
 	state     []shardState
 	waitSince []time.Time // when the shard began waiting for a usable worker (zero: not waiting)
 	notBefore []time.Time // earliest retry on a worker that already failed this round
@@ -167,20 +167,6 @@ func (r *round) run() ([]reduce.Stats, error) {
 	}
 	r.log.Debug().Dur("took", time.Since(start)).Int("shards", len(r.out)).Msg("round done")
 	return r.out, nil
-}
-
-// fold merges, when the round merges, the results that are now next in shard order into acc,
-// in the order and with the bits of engine.MergeInOrder.
-func (r *round) fold() error {
-	for ; r.merge && r.folded < len(r.out) && r.state[r.folded] == done; r.folded++ {
-		if r.folded == 0 {
-			r.acc = r.out[0]
-		} else if err := r.acc.Merge(r.out[r.folded]); err != nil {
-			return fmt.Errorf("merge shard %d: %w", r.folded, err)
-		}
-		r.out[r.folded] = nil
-	}
-	return nil
 }
 
 // setLive records a snapshot of the pool.
@@ -537,8 +523,10 @@ func (r *round) handle(o outcome) error {
 	case err == nil:
 		r.out[s], r.state[s] = st, done
 		r.remaining--
-		if err := r.fold(); err != nil {
-			return err
+		if r.merge {
+			if err := r.fold.Fold(r.out); err != nil {
+				return err
+			}
 		}
 		r.durations, r.medianOK = append(r.durations, o.dur), false
 		r.settleStraggler(s, a)

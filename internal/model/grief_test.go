@@ -144,3 +144,68 @@ func TestGRIEFModelInvalid(t *testing.T) {
 		}
 	}
 }
+
+// TestGRIEFPostPredictBlocks checks the blocked variance z C z^T (one product per block of
+// rows) against the quadratic form summed row by row, over more rows than one block and a p
+// that is not a multiple of the product's tile, with C = L L^T + a negative-definite rank
+// one so that a clipped row (variance below zero) is exercised too.
+func TestGRIEFPostPredictBlocks(t *testing.T) {
+	const p, rows = 37, griefPredictBlock + 45
+	rng := rand.New(rand.NewPCG(3, 4))
+	L := make([]float64, p*p)
+	for i := range p {
+		for j := 0; j <= i; j++ {
+			L[i*p+j] = rng.NormFloat64()
+		}
+	}
+	u := make([]float64, p)
+	for i := range u {
+		u[i] = rng.NormFloat64()
+	}
+	q := &GRIEFPost{Inference: "type2", Beta: make([]float64, p), C: make([]float64, p*p)}
+	for i := range p {
+		q.Beta[i] = rng.NormFloat64()
+		for j := range p {
+			var s float64
+			for k := 0; k <= min(i, j); k++ {
+				s += L[i*p+k] * L[j*p+k]
+			}
+			q.C[i*p+j] = s - 40*u[i]*u[j]
+		}
+	}
+	z := make([]float64, rows*p)
+	for i := range z {
+		z[i] = rng.NormFloat64()
+	}
+	mean, v := make([]float64, rows), make([]float64, rows)
+	for i := range v {
+		mean[i], v[i] = math.NaN(), math.NaN() // a row Predict skips fails below
+	}
+	q.Predict(z, rows, mean, v)
+	clipped := 0
+	for i := range rows {
+		zi := z[i*p : (i+1)*p]
+		var mu, vr, scale float64
+		for j := range p {
+			mu += zi[j] * q.Beta[j]
+			for k := range p {
+				vr += zi[j] * q.C[j*p+k] * zi[k]
+				scale += math.Abs(zi[j] * q.C[j*p+k] * zi[k])
+			}
+		}
+		if !(math.Abs(mean[i]-mu) <= 1e-12*(1+math.Abs(mu))) {
+			t.Fatalf("row %d: mean %v, want %v", i, mean[i], mu)
+		}
+		want := math.Max(0, vr)
+		if vr < 0 {
+			clipped++
+		}
+		if !(math.Abs(v[i]-want) <= 1e-12*scale) {
+			t.Fatalf("row %d: latent variance %v, want %v (terms' scale %v)", i, v[i], want, scale)
+		}
+	}
+	if clipped == 0 || clipped == rows {
+		t.Fatalf("%d of %d rows clipped: the test needs both kinds", clipped, rows)
+	}
+	q.Predict(z, rows, mean, nil) // means alone
+}

@@ -4,8 +4,12 @@ import (
 	"fmt"
 	"math"
 
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas64"
+
 	"github.com/gpreduce/gpreduce/internal/features"
 	"github.com/gpreduce/gpreduce/internal/kernel"
+	"github.com/gpreduce/gpreduce/internal/linalg"
 )
 
 // The posterior of the grief method: a GP-GRIEF eigenfunction map (features.GRIEF) and the
@@ -162,11 +166,15 @@ func (p *GRIEFPosterior) Predictor(m *Model) (BlockPredictor, error) {
 	}, nil
 }
 
+// griefPredictBlock is the number of rows whose variances one product Z_b C forms.
+const griefPredictBlock = 256
+
 // Predict writes the latent mean and variance of the GRIEF posterior for rows feature
-// rows z (rows x p, row-major): mean = z Beta, var = max(0, z C z^T) row by row.
+// rows z (rows x p, row-major): mean = z Beta, var = max(0, z C z^T) row by row. The rows
+// go in blocks of at most griefPredictBlock: W = Z_b C is one product (linalg.Gemm; C is
+// symmetric), and var_i = W_i . z_i. Each row's result depends only on that row.
 func (q *GRIEFPost) Predict(z []float64, rows int, mean, latentVar []float64) {
 	p := len(q.Beta)
-	zc := make([]float64, p)
 	for i := 0; i < rows; i++ {
 		zi := z[i*p : (i+1)*p]
 		var mu float64
@@ -174,22 +182,24 @@ func (q *GRIEFPost) Predict(z []float64, rows int, mean, latentVar []float64) {
 			mu += v * q.Beta[j]
 		}
 		mean[i] = mu
-		// zc = z_i C (C symmetric), then var = zc . z_i.
-		clear(zc)
-		for j, v := range zi {
-			if v == 0 {
-				continue
+	}
+	if latentVar == nil || rows == 0 || p == 0 {
+		return
+	}
+	w := make([]float64, min(rows, griefPredictBlock)*p)
+	c := blas64.General{Rows: p, Cols: p, Stride: p, Data: q.C}
+	for lo := 0; lo < rows; lo += griefPredictBlock {
+		b := min(griefPredictBlock, rows-lo)
+		zb := blas64.General{Rows: b, Cols: p, Stride: p, Data: z[lo*p : (lo+b)*p]}
+		linalg.Gemm(blas.NoTrans, blas.NoTrans, 1, zb, c, 0, blas64.General{Rows: b, Cols: p, Stride: p, Data: w[:b*p]})
+		for i := range b {
+			zi, wi := z[(lo+i)*p:(lo+i+1)*p], w[i*p:(i+1)*p]
+			var vr float64
+			for k, v := range zi {
+				vr += wi[k] * v
 			}
-			cj := q.C[j*p : (j+1)*p]
-			for k := range zc {
-				zc[k] += v * cj[k]
-			}
+			latentVar[lo+i] = math.Max(0, vr)
 		}
-		var vr float64
-		for k, v := range zi {
-			vr += zc[k] * v
-		}
-		latentVar[i] = math.Max(0, vr)
 	}
 }
 

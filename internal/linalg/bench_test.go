@@ -120,3 +120,29 @@ func BenchmarkInverse(b *testing.B) {
 	}
 	b.ReportMetric(float64(n)*float64(n)*float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 }
+
+// BenchmarkTrsmRows is the triangular solve GRIEF-II's gradient pass makes per block of rows
+// (tasks.GRIEFGradTask): X L^T = B and X L = B for B of 256 rows and L lower triangular, p x p
+// (p^2 flops per row and solve).
+func BenchmarkTrsmRows(b *testing.B) {
+	const rows = 256
+	for _, p := range []int{1000, 4000} {
+		b.Run(fmt.Sprintf("p=%d", p), func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(1, 1))
+			l := randGeneral(rng, p, p, 0)
+			for i := range p {
+				for j := i + 1; j < p; j++ {
+					l.Data[i*p+j] = 0
+				}
+				l.Data[i*p+i] = float64(p)
+			}
+			L := blas64.Triangular{Uplo: blas.Lower, Diag: blas.NonUnit, N: p, Stride: p, Data: l.Data}
+			x := randGeneral(rng, rows, p, 0)
+			for b.Loop() {
+				Trsm(blas.Right, blas.Trans, 1, L, x)
+				Trsm(blas.Right, blas.NoTrans, 1, L, x)
+			}
+			b.ReportMetric(2*float64(rows)*float64(p)*float64(p)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}

@@ -156,6 +156,34 @@ func (c *Cholesky) InverseTo(dst *mat.SymDense) error {
 	return nil
 }
 
+// InverseNorm2 returns ||T^-1||_F^2, the sum of the squares of the entries of the inverse of
+// the non-unit triangular t; for the Cholesky factor of P (P = L L^T or U^T U) it is
+// tr(P^-1). The inverse is formed by invUpper (about n^3/3 multiply-adds, a third of a
+// triangular solve against the full identity), after transposing a lower t (||T^-1||_F =
+// ||T^-T||_F).
+func InverseNorm2(t blas64.Triangular) float64 {
+	n := t.N
+	u := make([]float64, n*n)
+	for i := range n {
+		for j := i; j < n; j++ {
+			if t.Uplo == blas.Upper {
+				u[i*n+j] = t.Data[i*t.Stride+j]
+			} else {
+				u[i*n+j] = t.Data[j*t.Stride+i]
+			}
+		}
+	}
+	w := make([]float64, n*n)
+	invUpper(bestKernel, u, w, n)
+	var s float64
+	for i := range n {
+		for _, v := range w[i*n+i : (i+1)*n] {
+			s += v * v
+		}
+	}
+	return s
+}
+
 // invUpper sets w (n x n, zero on entry) to U^-1 for the upper triangular u (both row-major,
 // stride n): Trsm against the identity by block rows from the bottom, where block row k of
 // the solution is zero left of column k0 and so takes no part in the products there.

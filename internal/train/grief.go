@@ -636,19 +636,8 @@ func griefIILML(g *reduce.Gram, c, s2 float64, grad []float64, st *griefIIState)
 	}
 	lml = -0.5 * (logDet + float64(n-p)*math.Log(s2) + q/s2 + float64(n)*math.Log(2*math.Pi))
 	if grad != nil {
-		// tr(P^-1) = ||L^-1||_F^2: the trace needs every entry of L^-1, formed by the solve
-		// L X = I.
-		li := make([]float64, p*p)
-		for i := 0; i < p; i++ {
-			li[i*p+i] = 1
-		}
-		linalg.Trsm(blas.Left, blas.NoTrans, 1, L, blas64.General{Rows: p, Cols: p, Stride: p, Data: li})
-		var tr, bb float64
-		for i := 0; i < p; i++ {
-			for _, v := range li[i*p : i*p+i+1] {
-				tr += v * v
-			}
-		}
+		// tr(P^-1) = ||L^-1||_F^2: the trace needs every entry of L^-1 (linalg.InverseNorm2).
+		tr, bb := linalg.InverseNorm2(L), 0.0
 		for _, v := range beta {
 			bb += v * v
 		}

@@ -46,9 +46,12 @@ func Logger(t testing.TB, env string) zerolog.Logger {
 		Level(level).With().Timestamp().Logger()
 }
 
-// Context returns a context that ends 30 s after it is made or when the test ends.
+// Context returns a context that ends WaitSlack x 30 s after it is made or when the test
+// ends. Tests hold it across local training and cluster jobs, so, like Eventually's waits, its
+// deadline only bounds a hang: under load (a 2-core machine shared with training runs)
+// TestServerTrainsGRIEF's two local fits and two jobs outlasted a plain 30 s.
 func Context(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), WaitSlack*30*time.Second)
 	t.Cleanup(cancel)
 	return ctx
 }

@@ -63,14 +63,22 @@ func TestEvalAutoReportsChoice(t *testing.T) {
 	if !strings.Contains(out, `"warnings":[`) {
 		t.Errorf("JSON has no warnings list: %s", out)
 	}
-	code, out, errOut = run(t, append(args, "--exact-max-rows", "100")...)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errOut)
-	}
 	def := train.DefaultSpec("auto").LengthscaleBounds
-	if !strings.Contains(out, fmt.Sprintf("chosen by   auto: n = 200 > exact-max-rows 100 and the Gauss-Legendre grid for the bounds %g,%g fits max-features 8192 only with a raised lower lengthscale bound", def[0], def[1])) ||
-		!strings.Contains(out, "method      grief") {
-		t.Errorf("auto with exact-max-rows 100 on d = 2 (the default bounds' grid does not fit): output\n%s", out)
+	grid := fmt.Sprintf("the Gauss-Legendre grid for the bounds %g,%g fits max-features 8192 only with a raised lower lengthscale bound", def[0], def[1])
+	for _, c := range []struct {
+		flags          []string
+		method, reason string
+	}{
+		{[]string{"--exact-max-rows", "100"}, "cg", "n = 200 > exact-max-rows 100, " + grid + " and n <= cg-max-rows 20000"},
+		{[]string{"--exact-max-rows", "100", "--cg-max-rows", "100"}, "grief", "n = 200 > exact-max-rows 100, " + grid + " and n > cg-max-rows 100"},
+	} {
+		code, out, errOut = run(t, append(args, c.flags...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", c.flags, code, errOut)
+		}
+		if !strings.Contains(out, "chosen by   auto: "+c.reason) || !strings.Contains(out, "method      "+c.method+" ") {
+			t.Errorf("auto with %v on d = 2 (the default bounds' grid does not fit): want %s because %q; output\n%s", c.flags, c.method, c.reason, out)
+		}
 	}
 }
 

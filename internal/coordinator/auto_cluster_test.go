@@ -27,8 +27,11 @@ func TestServerTrainsAuto(t *testing.T) {
 		// gl over a 625-feature budget: the grid is sized down and the model warns.
 		{"gl-sized", "gl", &pb.JobSpec{Method: "gl", MaxIter: 20, Shards: 3, MaxFeatures: 625, Data: &pb.DataSource{Uri: path, Header: true, Target: "y"}}},
 		{"auto-exact", "exact", &pb.JobSpec{Method: "auto", MaxIter: 20, Shards: 3, Data: &pb.DataSource{Uri: path, Header: true, Target: "y"}}},
-		{"auto-grief", "grief", &pb.JobSpec{Method: "auto", MaxIter: 20, Shards: 3, ExactMaxRows: 100,
+		{"auto-cg", "cg", &pb.JobSpec{Method: "auto", MaxIter: 20, Shards: 3, ExactMaxRows: 100,
 			Data: &pb.DataSource{Uri: path, Header: true, Target: "y"}}},
+		{"auto-grief", "grief", &pb.JobSpec{Method: "auto", MaxIter: 20, Shards: 3,
+			Settings: &pb.JobSpec_Auto{Auto: &pb.AutoSettings{ExactMaxRows: 100, CgMaxRows: 100}},
+			Data:     &pb.DataSource{Uri: path, Header: true, Target: "y"}}},
 	} {
 		want := localModel(t, tc.js)
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)

@@ -13,26 +13,31 @@ import (
 
 func TestChooseMethod(t *testing.T) {
 	cases := []struct {
-		name    string
-		n, d    int
-		exact   int
-		ls      [2]float64
-		want    string
-		because string
+		name      string
+		n, d      int
+		exact, cg int
+		ls        [2]float64
+		want      string
+		because   string
 	}{
-		{"small n", 300, 8, 0, [2]float64{0.1, 2}, "exact", "n = 300 <= exact-max-rows 5000"},
-		{"limit from the spec", 300, 8, 200, [2]float64{0.1, 2}, "grief", "d = 8 > 3"},
-		{"d = 1, grid fits", 20000, 1, 0, [2]float64{0.1, 2}, "gl", "fits: s ="},
-		{"d = 2, default bounds", 20000, 2, 0, [2]float64{0.1, 2}, "grief", "only with a raised lower lengthscale bound"},
-		{"d = 1, very wide upper bound", 20000, 1, 0, [2]float64{0.1, 300}, "gl", "fits: s ="},
-		{"d = 2, tight bounds", 20000, 2, 0, [2]float64{0.5, 1}, "gl", "fits: s ="},
-		{"d = 3, default bounds", 45000, 3, 0, [2]float64{0.1, 2}, "grief", "Gauss-Legendre grid"},
-		{"d = 4", 20000, 4, 0, [2]float64{1, 1.5}, "grief", "d = 4 > 3"},
+		{"small n", 300, 8, 0, 0, [2]float64{0.1, 2}, "exact", "n = 300 <= exact-max-rows 5000"},
+		{"exact limit from the spec", 300, 8, 200, 0, [2]float64{0.1, 2}, "cg", "d = 8 > 3 (a Gauss-Legendre grid grows as nodes^d) and n <= cg-max-rows 20000"},
+		{"cg limit from the spec", 300, 8, 200, 250, [2]float64{0.1, 2}, "grief", "d = 8 > 3 (a Gauss-Legendre grid grows as nodes^d) and n > cg-max-rows 250"},
+		{"cg off", 300, 8, 200, 200, [2]float64{0.1, 2}, "grief", "n > cg-max-rows 200"},
+		{"d = 1, grid fits", 20000, 1, 0, 0, [2]float64{0.1, 2}, "gl", "fits: s ="},
+		{"d = 2, default bounds", 20000, 2, 0, 0, [2]float64{0.1, 2}, "cg", "only with a raised lower lengthscale bound and n <= cg-max-rows 20000"},
+		{"d = 2, default bounds, large n", 20001, 2, 0, 0, [2]float64{0.1, 2}, "grief", "only with a raised lower lengthscale bound and n > cg-max-rows 20000"},
+		{"d = 1, very wide upper bound", 20000, 1, 0, 0, [2]float64{0.1, 300}, "gl", "fits: s ="},
+		{"d = 2, tight bounds", 20000, 2, 0, 0, [2]float64{0.5, 1}, "gl", "fits: s ="},
+		{"d = 3, default bounds", 45000, 3, 0, 0, [2]float64{0.1, 2}, "grief", "Gauss-Legendre grid"},
+		{"d = 4", 20000, 4, 0, 0, [2]float64{1, 1.5}, "cg", "d = 4 > 3"},
+		{"d = 4, large n", 45000, 4, 0, 0, [2]float64{1, 1.5}, "grief", "d = 4 > 3"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			spec := DefaultSpec(Auto)
 			set(&spec, "exact_max_rows", c.exact)
+			set(&spec, "cg_max_rows", c.cg)
 			spec.LengthscaleBounds = c.ls
 			p := &prepared{n: c.n, d: c.d}
 			ext := make([]float64, c.d)
@@ -109,6 +114,7 @@ func TestAutoFallsBackFromAllNoiseGRIEF(t *testing.T) {
 	tab := highFrequencyTable(480)
 	spec := DefaultSpec(Auto)
 	set(&spec, "exact_max_rows", 150)
+	set(&spec, "cg_max_rows", 150) // no cg range: grief
 	m, events := trainAutoEvents(t, tab, 4, spec)
 	if m.Method != AutoFallbackMethod || m.Choice == nil {
 		t.Fatalf("method %s, choice %+v, want the fallback %s", m.Method, m.Choice, AutoFallbackMethod)

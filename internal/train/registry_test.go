@@ -230,6 +230,7 @@ func TestSettingCommentsNameTheDefaults(t *testing.T) {
 		"KMCGSettings.exact_max_rows":  DefaultExactMaxRows,
 		"AutoSettings.exact_max_rows":  DefaultExactMaxRows,
 		"AutoSettings.max_features":    DefaultMaxFeatures,
+		"AutoSettings.cg_max_rows":     DefaultCGMaxRows,
 		"GRIEFSettings.eigenfunctions": DefaultGRIEFEigenfunctions,
 		"CGSettings.variance_rank":     fmt.Sprintf("%g%%", 100*VarianceGapTol),
 		"KMCGSettings.variance_rank":   fmt.Sprintf("%g%%", 100*VarianceGapTol),

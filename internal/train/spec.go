@@ -50,8 +50,9 @@ type Spec struct {
 // methods' own defaults are in their files.
 const (
 	DefaultMaxIter      = 100
-	DefaultMaxFeatures  = 8192 // max_features of gl, rff, grief and auto
-	DefaultExactMaxRows = 5000 // exact_max_rows of exact, kmcg and auto
+	DefaultMaxFeatures  = 8192  // max_features of gl, rff, grief and auto
+	DefaultExactMaxRows = 5000  // exact_max_rows of exact, kmcg and auto
+	DefaultCGMaxRows    = 20000 // cg_max_rows of auto
 )
 
 // Default hyperparameter bounds, standardized units (each input and the target scaled to unit

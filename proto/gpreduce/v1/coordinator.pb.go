@@ -1163,7 +1163,10 @@ type AutoSettings struct {
 	// choose exact up to this many training rows (default 5000)
 	ExactMaxRows int32 `protobuf:"varint,1,opt,name=exact_max_rows,json=exactMaxRows,proto3" json:"exact_max_rows,omitempty"`
 	// choose gl only when its grid fits this many features (default 8192)
-	MaxFeatures   int32 `protobuf:"varint,2,opt,name=max_features,json=maxFeatures,proto3" json:"max_features,omitempty"`
+	MaxFeatures int32 `protobuf:"varint,2,opt,name=max_features,json=maxFeatures,proto3" json:"max_features,omitempty"`
+	// choose cg above exact_max_rows and up to this many training rows when gl does not fit
+	// (default 20000; at or below exact_max_rows, never)
+	CgMaxRows     int32 `protobuf:"varint,3,opt,name=cg_max_rows,json=cgMaxRows,proto3" json:"cg_max_rows,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1208,6 +1211,13 @@ func (x *AutoSettings) GetExactMaxRows() int32 {
 func (x *AutoSettings) GetMaxFeatures() int32 {
 	if x != nil {
 		return x.MaxFeatures
+	}
+	return 0
+}
+
+func (x *AutoSettings) GetCgMaxRows() int32 {
+	if x != nil {
+		return x.CgMaxRows
 	}
 	return 0
 }
@@ -3218,10 +3228,11 @@ const file_gpreduce_v1_coordinator_proto_rawDesc = "" +
 	"\rlearning_rate\x18\b \x01(\x01R\flearningRate\x12!\n" +
 	"\fmax_features\x18\t \x01(\x05R\vmaxFeatures\x12\x16\n" +
 	"\x06layout\x18\n" +
-	" \x01(\tR\x06layout\"W\n" +
+	" \x01(\tR\x06layout\"w\n" +
 	"\fAutoSettings\x12$\n" +
 	"\x0eexact_max_rows\x18\x01 \x01(\x05R\fexactMaxRows\x12!\n" +
-	"\fmax_features\x18\x02 \x01(\x05R\vmaxFeatures\"\x85\x01\n" +
+	"\fmax_features\x18\x02 \x01(\x05R\vmaxFeatures\x12\x1e\n" +
+	"\vcg_max_rows\x18\x03 \x01(\x05R\tcgMaxRows\"\x85\x01\n" +
 	"\x0fHyperparameters\x12\"\n" +
 	"\flengthscales\x18\x01 \x03(\x01R\flengthscales\x12'\n" +
 	"\x0fsignal_variance\x18\x02 \x01(\x01R\x0esignalVariance\x12%\n" +

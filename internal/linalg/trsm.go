@@ -13,8 +13,8 @@ import (
 // rest of the solve is a product (gemmCore). Small, because substitution runs at scalar speed.
 const trsmBlock = 32
 
-// trsmSplit is the largest triangle the blocked loop (trsmLoop) solves on its own; a larger
-// one is split in two (trsmRec) so that most of the work is one product with an inner
+// trsmSplit is the largest triangle the blocked loop (trsmProblem.loop) solves on its own; a larger
+// one is split in two (trsmProblem.rec) so that most of the work is one product with an inner
 // dimension of half the triangle instead of many rank-32 updates of all of B.
 const trsmSplit = 256
 

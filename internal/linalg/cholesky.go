@@ -20,6 +20,9 @@ type Cholesky struct {
 	n  int
 	u  []float64 // upper triangular, row-major n x n; the strict lower triangle is zero
 	ok bool
+	// work is InverseTo's n x n scratch for U^-1, kept so that a Cholesky refactorised at
+	// the same size (an optimizer's evaluations) does not allocate it again.
+	work []float64
 }
 
 // Factorize computes the Cholesky factorisation of a and reports whether a is numerically
@@ -142,7 +145,11 @@ func (c *Cholesky) InverseTo(dst *mat.SymDense) error {
 		return errors.New("linalg: Cholesky: InverseTo: destination size mismatch")
 	}
 	raw := dst.RawSymmetric()
-	w := make([]float64, n*n)
+	if cap(c.work) < n*n {
+		c.work = make([]float64, n*n)
+	}
+	w := c.work[:n*n]
+	clear(w)
 	invUpper(bestKernel, c.u, w, n)
 	W := view{data: w, stride: n}
 	for i0 := 0; i0 < n; i0 += potrfBlock {

@@ -339,3 +339,59 @@ func TestFeaturePredictorMatchesDense(t *testing.T) {
 		}
 	}
 }
+
+// TestExactWorkspaceKeepsBits builds exact GPs one after another in one ExactWorkspace, as an
+// optimizer's evaluations do (the gradient overwrites the kernel buffer with K^-1; sizes
+// shrink and grow; a factorisation fails in between), and checks each is bitwise the one
+// NewExact builds with fresh buffers: log likelihood, gradient, mean and variance.
+func TestExactWorkspaceKeepsBits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 4))
+	d := 3
+	X, y := randData(rng, 90, d)
+	xs, _ := randData(rng, 7, d)
+	// Xdup repeats its first row: with noise 1e-300 its K is singular and does not factorise.
+	Xdup := append([]float64(nil), X...)
+	for r := 1; r < 4; r++ {
+		copy(Xdup[r*d:(r+1)*d], Xdup[:d])
+	}
+	var ws ExactWorkspace
+	for i, tc := range []struct {
+		n     int
+		l     float64
+		noise float64
+		fails bool
+	}{
+		{60, 0.7, 0.05, false}, {60, 1.4, 0.2, false}, {30, 0.5, 0.01, false}, {90, 0.9, 0.1, false},
+		{90, 0.9, 1e-300, true}, {45, 2.0, 1e-3, false},
+	} {
+		k := kernel.Kernel{Family: kernel.Matern52, Lengthscales: []float64{tc.l, 1.1 * tc.l, 0.8}, SignalVariance: 1.3}
+		x := X
+		if tc.fails {
+			x = Xdup
+		}
+		want, werr := NewExact(k, tc.noise, x[:tc.n*d], d, y[:tc.n])
+		got, gerr := NewExactIn(&ws, k, tc.noise, x[:tc.n*d], d, y[:tc.n])
+		if (werr != nil) != tc.fails || (gerr != nil) != tc.fails {
+			t.Fatalf("case %d: errors %v fresh and %v in the workspace; want failure %v", i, werr, gerr, tc.fails)
+		}
+		if tc.fails {
+			continue
+		}
+		if a, b := got.LogMarginalLikelihood(), want.LogMarginalLikelihood(); a != b {
+			t.Errorf("case %d: log likelihood %v in the workspace, %v fresh", i, a, b)
+		}
+		for j, g := range got.Gradient() {
+			if w := want.Gradient()[j]; g != w {
+				t.Errorf("case %d: gradient %d is %v in the workspace, %v fresh", i, j, g, w)
+			}
+		}
+		gm, gv, wm, wv := make([]float64, 7), make([]float64, 7), make([]float64, 7), make([]float64, 7)
+		got.Predict(xs, gm, gv)
+		want.Predict(xs, wm, wv)
+		for j := range gm {
+			if gm[j] != wm[j] || gv[j] != wv[j] {
+				t.Errorf("case %d row %d: prediction (%v, %v) in the workspace, (%v, %v) fresh", i, j, gm[j], gv[j], wm[j], wv[j])
+			}
+		}
+	}
+}

@@ -87,11 +87,14 @@ type exactProblem struct {
 	fam  kernel.Family
 	d    int
 	x, y []float64
+	// ws keeps the n x n buffers from one evaluation to the next: an Exact from build is
+	// valid until the next build.
+	ws solver.ExactWorkspace
 }
 
 func (e *exactProblem) build(theta []float64) (*solver.Exact, error) {
 	h := hyperOf(theta, e.d)
-	return solver.NewExact(kernel.Kernel{Family: e.fam, Lengthscales: h.Lengthscales, SignalVariance: h.SignalVariance}, h.NoiseVariance, e.x, e.d, e.y)
+	return solver.NewExactIn(&e.ws, kernel.Kernel{Family: e.fam, Lengthscales: h.Lengthscales, SignalVariance: h.SignalVariance}, h.NoiseVariance, e.x, e.d, e.y)
 }
 
 // objective is the negative log marginal likelihood and its gradient.

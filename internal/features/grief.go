@@ -9,6 +9,7 @@ import (
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/gpreduce/gpreduce/internal/kernel"
+	"github.com/gpreduce/gpreduce/internal/linalg"
 )
 
 // GRIEFJitter is the relative diagonal jitter of the 1-D inducing kernel matrices: NewGRIEF
@@ -372,6 +373,11 @@ type griefWork struct {
 	// input switched off by a long lengthscale uses only its first eigenfunction) give every
 	// feature the same factor, which is formed once per row.
 	vary []int
+	// posT[v] is pos's column of dimension vary[v], contiguous over the p features, so that
+	// the per-feature sums run feature by feature within one dimension.
+	posT [][]int32
+	// lsum and sgn (length p) are mapRow's log |phi_k| and sign(phi_k) before the exp.
+	lsum, sgn []float64
 }
 
 func (g *GRIEF) newWork() *griefWork {
@@ -405,6 +411,14 @@ func (g *GRIEF) newWork() *griefWork {
 			w.vary = append(w.vary, i)
 		}
 	}
+	w.posT = make([][]int32, len(w.vary))
+	for v, i := range w.vary {
+		w.posT[v] = make([]int32, p)
+		for k := range p {
+			w.posT[v][k] = int32(w.pos[k*d+i])
+		}
+	}
+	w.lsum, w.sgn = make([]float64, p), make([]float64, p)
 	return w
 }
 
@@ -427,9 +441,11 @@ func (g *GRIEF) Map(x, dst []float64) {
 //
 // forming per row and dimension only the columns of k_i(x_i, grid_i) Q^(i) that the selection
 // uses (O(m_i c_i) for c_i used columns), then O(d') per feature, d' the dimensions whose
-// selection uses more than one column (the others' factors are common to all features). A zero sign gives phi_k = 0 (its
-// log is skipped). The scaling by Lambda_k^{-1/2} is applied inside the exp, so phi_k overflows
-// or underflows only when its value does.
+// selection uses more than one column (the others' factors are common to all features),
+// summed one dimension at a time over all p features (gathers from contiguous index columns)
+// and exponentiated together by linalg.ExpTo (within 2 ulp of math.Exp). A zero sign gives
+// phi_k = 0. The scaling by Lambda_k^{-1/2} is applied inside the exp, so phi_k overflows or
+// underflows only when its value does.
 func (g *GRIEF) MapBlock(x []float64, rows int, dst []float64) {
 	d, p := g.Dim(), g.NumFeatures()
 	if rows < 0 || len(x) < rows*d || len(dst) < rows*p {
@@ -477,23 +493,39 @@ func (g *GRIEF) mapRow(x, dst []float64, w *griefWork) {
 		clear(dst[:p])
 		return
 	}
-	for k := 0; k < p; k++ {
-		s, l := s0, l0-0.5*g.LogLamP[k]
-		pos := w.pos[k*d : (k+1)*d]
-		for _, i := range w.vary {
-			c := pos[i]
-			sg := w.sign[i][c]
-			if sg == 0 {
-				s = 0
-				break
-			}
-			s *= sg
-			l += w.logAbs[i][c]
+	// log |phi_k| and sign(phi_k), one dimension (or two) at a time over all features; each
+	// feature's log terms are added in the order of w.vary. A zero factor makes the sign 0.
+	l, sg := w.lsum[:p], w.sgn[:p]
+	for k := range p {
+		l[k] = l0 - 0.5*g.LogLamP[k]
+		sg[k] = s0
+	}
+	v := 0
+	for ; v+1 < len(w.vary); v += 2 {
+		i, j := w.vary[v], w.vary[v+1]
+		la, sa, pa := w.logAbs[i], w.sign[i], w.posT[v][:p]
+		lb, sb, pb := w.logAbs[j], w.sign[j], w.posT[v+1][:p]
+		for k, ca := range pa {
+			cb := pb[k]
+			l[k] = l[k] + la[ca] + lb[cb]
+			sg[k] = sg[k] * sa[ca] * sb[cb]
 		}
-		if s == 0 {
+	}
+	if v < len(w.vary) {
+		i := w.vary[v]
+		la, sa, pa := w.logAbs[i], w.sign[i], w.posT[v][:p]
+		for k, ca := range pa {
+			l[k] += la[ca]
+			sg[k] *= sa[ca]
+		}
+	}
+	linalg.ExpTo(dst[:p], l)
+	for k, s := range sg {
+		switch {
+		case s == 0:
 			dst[k] = 0
-			continue
+		case s < 0:
+			dst[k] = -dst[k]
 		}
-		dst[k] = s * math.Exp(l)
 	}
 }

@@ -36,6 +36,7 @@ type GRIEFGrad struct {
 	rho     [][]float64 // per dimension and used column: rho_{i,a}(x)
 	dB      [][]float64 // per dimension and used column: dB_{i,a}(x)
 	grad    []float64   // scratch for the 1-D kernel gradient
+	wk      []float64   // scratch, length p: z_k phi_k of the current row
 }
 
 // griefGapTol: eigenvalue pairs of one dimension closer than this fraction of the factor
@@ -52,7 +53,7 @@ func NewGRIEFGrad(g *GRIEF) (*GRIEFGrad, error) {
 	c := math.Pow(g.SignalVariance, 1/float64(d))
 	jit := GRIEFJitter * c
 	gg := &GRIEFGrad{g: g, dQ: make([][]float64, d), dLogLam: make([][]float64, d), w: g.newWork(),
-		dkv: make([][]float64, d), rho: make([][]float64, d), dB: make([][]float64, d), grad: make([]float64, 2)}
+		dkv: make([][]float64, d), rho: make([][]float64, d), dB: make([][]float64, d), grad: make([]float64, 2), wk: make([]float64, g.NumFeatures())}
 	for i := 0; i < d; i++ {
 		ax, q := g.Grid[i], g.Q[i]
 		m := len(ax)
@@ -176,17 +177,34 @@ func (gg *GRIEFGrad) row(x, phi, z, acc []float64, termwise bool) {
 	if !zero {
 		// A dimension with one used column has the same rho for every feature: its sum is
 		// rho times sum_k z_k phi_k.
+		// Each acc[i] sums its features in order k = 0..p-1; two dimensions at a time keep
+		// two independent sums in flight.
+		wk := gg.wk[:p]
 		var sw float64
-		for k := 0; k < p; k++ {
-			wk := z[k] * phi[k]
-			sw += wk
-			if wk == 0 {
-				continue
+		for k := range p {
+			wk[k] = z[k] * phi[k]
+			sw += wk[k]
+		}
+		v := 0
+		for ; v+1 < len(w.vary); v += 2 {
+			i, j := w.vary[v], w.vary[v+1]
+			ra, pa := gg.rho[i], w.posT[v][:p]
+			rb, pb := gg.rho[j], w.posT[v+1][:p]
+			sa, sb := acc[i], acc[j]
+			for k, ca := range pa {
+				sa += wk[k] * ra[ca]
+				sb += wk[k] * rb[pb[k]]
 			}
-			pos := w.pos[k*d : (k+1)*d]
-			for _, i := range w.vary {
-				acc[i] += wk * gg.rho[i][pos[i]]
+			acc[i], acc[j] = sa, sb
+		}
+		if v < len(w.vary) {
+			i := w.vary[v]
+			ra, pa := gg.rho[i], w.posT[v][:p]
+			sa := acc[i]
+			for k, ca := range pa {
+				sa += wk[k] * ra[ca]
 			}
+			acc[i] = sa
 		}
 		for i := 0; i < d; i++ {
 			if len(w.cols[i]) == 1 {

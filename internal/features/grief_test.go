@@ -1,6 +1,7 @@
 package features
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -195,6 +196,9 @@ func TestGRIEFTheorem2(t *testing.T) {
 		{"matern32 d3", kernel.Matern32, []float64{0.9, 0.6, 1.5}, []int{3, 4, 2}, 11},
 		{"matern12 d2", kernel.Matern12, []float64{1.1, 0.5}, []int{4, 3}, 12},
 		{"matern52 d3 p>m", kernel.Matern52, []float64{1, 1, 1}, []int{2, 3, 2}, 100},
+		// Few features: most inputs use one eigenfunction (factors common to all features).
+		{"rbf d5 p3", kernel.RBF, []float64{0.9, 1.2, 3, 0.7, 2}, []int{4, 3, 5, 2, 3}, 3},
+		{"rbf d6 p40", kernel.RBF, []float64{0.9, 1.2, 0.5, 0.7, 2, 0.6}, []int{4, 3, 5, 2, 3, 4}, 40},
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, tc := range tests {
@@ -484,6 +488,55 @@ func TestGRIEFValidate(t *testing.T) {
 			if err := g.Validate(); err == nil {
 				t.Fatal("accepted")
 			}
+		})
+	}
+}
+
+// BenchmarkGRIEFMapBlock times GRIEF's feature map and its lengthscale contraction
+// (GRIEFGrad.Accumulate) on 256 rows of d = 18 inputs with 10 grid points per input (m_bar =
+// 10, GP-GRIEF §4.3) and p = 1000 and 4000 features: the per-row work of GRIEF-II's Gram and
+// gradient passes (elevators' shape).
+func BenchmarkGRIEFMapBlock(b *testing.B) {
+	const d, m, rows = 18, 10, 256
+	rng := rand.New(rand.NewPCG(5, 5))
+	grid := make([][]float64, d)
+	ls := make([]float64, d)
+	for i := range grid {
+		grid[i] = make([]float64, m)
+		for a := range m {
+			grid[i][a] = -2 + 4*float64(a)/(m-1)
+		}
+		ls[i] = 0.5 + rng.Float64()*3
+	}
+	x := make([]float64, rows*d)
+	for i := range x {
+		x[i] = rng.NormFloat64()
+	}
+	for _, p := range []int{1000, 4000} {
+		g, err := NewGRIEF(kernel.RBF, ls, 1, grid, p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		phi, z := make([]float64, rows*p), make([]float64, rows*p)
+		for i := range z {
+			z[i] = rng.NormFloat64()
+		}
+		b.Run(fmt.Sprintf("map/p=%d", p), func(b *testing.B) {
+			for b.Loop() {
+				g.MapBlock(x, rows, phi)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*rows*p), "ns/feature")
+		})
+		gg, err := NewGRIEFGrad(g)
+		if err != nil {
+			b.Fatal(err)
+		}
+		acc := make([]float64, d)
+		b.Run(fmt.Sprintf("grad/p=%d", p), func(b *testing.B) {
+			for b.Loop() {
+				gg.Accumulate(x, rows, phi, z, acc)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*rows*p), "ns/feature")
 		})
 	}
 }

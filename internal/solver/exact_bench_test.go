@@ -12,7 +12,9 @@ import (
 
 // BenchmarkExactObjective is one exact-GP objective evaluation at n = 3000, d = 18 (the
 // exact method on a 3000-row UCI sample): K by kernel.Family.ScaledBlock, the Cholesky
-// factorisation, alpha, the inverse and the gradient traces. Not in CI:
+// factorisation, alpha, the inverse and the gradient traces; "fresh" allocates its n x n
+// buffers every time (NewExact), "workspace" reuses them as the exact method's evaluations do
+// (NewExactIn). Not in CI:
 //
 //	go test -run XXX -bench ExactObjective -benchtime 3x ./internal/solver/
 func BenchmarkExactObjective(b *testing.B) {
@@ -30,12 +32,22 @@ func BenchmarkExactObjective(b *testing.B) {
 		ls[i] = 2 + rng.Float64()
 	}
 	k := kernel.Kernel{Family: kernel.RBF, Lengthscales: ls, SignalVariance: 1}
-	for b.Loop() {
-		e, err := NewExact(k, 0.1, X, d, y)
-		if err != nil {
-			b.Fatal(err)
-		}
-		_ = e.Gradient()
+	var ws ExactWorkspace
+	for _, reuse := range []bool{false, true} {
+		name := map[bool]string{false: "fresh", true: "workspace"}[reuse]
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				w := &ws
+				if !reuse {
+					w = new(ExactWorkspace)
+				}
+				e, err := NewExactIn(w, k, 0.1, X, d, y)
+				if err != nil {
+					b.Fatal(err)
+				}
+				_ = e.Gradient()
+			}
+		})
 	}
 }
 

@@ -288,3 +288,27 @@ func TestWarningsPrinted(t *testing.T) {
 		t.Errorf("%d rows outside (want %d), warnings %v; summary:\n%s", r.OutsideDomain, want, r.Warnings, out.String())
 	}
 }
+
+// TestEvalCalibrationWarning: the exact GP's leave-one-out check warns on yacht, whose
+// target grows exponentially with one input (split 0: test coverage95 0.867, the training
+// rows' LOO mean square 1.52), and not on concrete or servo, where it fits.
+func TestEvalCalibrationWarning(t *testing.T) {
+	for _, c := range []struct {
+		data string
+		want bool
+	}{{"yacht", true}, {"concrete", false}, {"servo", false}} {
+		t.Run(c.data, func(t *testing.T) {
+			code, out, errOut := run(t, "eval", "--uci", filepath.Join("..", "..", "testdata", "uci", c.data), "--split", "0", "--method", "exact", "--json")
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			var r evalJSON
+			if err := json.Unmarshal([]byte(out), &r); err != nil {
+				t.Fatal(err)
+			}
+			if got := hasCode(r.Warnings, model.WarnCalibration); got != c.want {
+				t.Errorf("calibration warning %v, want %v: %+v", got, c.want, r.Warnings)
+			}
+		})
+	}
+}

@@ -172,6 +172,16 @@ func TestCholeskyMatchesMat(t *testing.T) {
 		if !mat.EqualApprox(&gi, &wi, 1e-12*mat.Norm(&wi, math.Inf(1))) {
 			t.Errorf("n=%d: InverseTo differs from mat.Cholesky's", n)
 		}
+		gd := make([]float64, n)
+		if err := got.InverseDiag(gd); err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range gd {
+			if w := wi.At(i, i); !(math.Abs(v-w) <= 1e-12*math.Abs(w)) {
+				t.Errorf("n=%d: InverseDiag[%d] = %v, mat.Cholesky's inverse has %v", n, i, v, w)
+				break
+			}
+		}
 		var wu, gu mat.TriDense
 		want.UTo(&wu)
 		got.UTo(&gu)

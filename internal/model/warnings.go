@@ -33,6 +33,11 @@ const (
 	// trace term of Titsias's 2009 bound, over half a nat per row), so the predictions are
 	// limited by the approximation's size rather than by the data.
 	WarnApproximation = "approximation"
+	// WarnCalibration: the leave-one-out check on the training rows finds the predictive
+	// intervals too narrow or too wide: the mean square of the standardized leave-one-out
+	// residuals is far from the 1 of a model that fits the data (the kernel or the Gaussian
+	// noise model is misspecified; Bachoc 2013).
+	WarnCalibration = "calibration"
 )
 
 // Warning is one condition a user should know about a trained model or a prediction.

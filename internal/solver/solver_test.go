@@ -395,3 +395,40 @@ func TestExactWorkspaceKeepsBits(t *testing.T) {
 		}
 	}
 }
+
+// TestExactLOOMatchesRefits: the closed-form leave-one-out residuals and variances (R&W eq.
+// 5.12) equal those of n exact GPs refitted without row i and predicting it (mean, latent
+// variance plus noise), at 1e-9 relative.
+func TestExactLOOMatchesRefits(t *testing.T) {
+	for _, fam := range []kernel.Family{kernel.RBF, kernel.Matern32} {
+		rng := rand.New(rand.NewPCG(6, uint64(fam)))
+		const n, d = 35, 2
+		X, y := randData(rng, n, d)
+		k := kernel.Kernel{Family: fam, Lengthscales: []float64{0.8, 1.4}, SignalVariance: 1.2}
+		const noise = 0.03
+		e, err := NewExact(k, noise, X, d, y)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resid, variance, err := e.LOO()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			Xi := append(append([]float64(nil), X[:i*d]...), X[(i+1)*d:]...)
+			yi := append(append([]float64(nil), y[:i]...), y[i+1:]...)
+			ei, err := NewExact(k, noise, Xi, d, yi)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, v := make([]float64, 1), make([]float64, 1)
+			ei.Predict(X[i*d:(i+1)*d], m, v)
+			if r := y[i] - m[0]; relErr(resid[i], r) > 1e-9 {
+				t.Errorf("%v row %d: LOO residual %.12g, refit %.12g", fam, i, resid[i], r)
+			}
+			if relErr(variance[i], v[0]+noise) > 1e-9 {
+				t.Errorf("%v row %d: LOO variance %.12g, refit %.12g", fam, i, variance[i], v[0]+noise)
+			}
+		}
+	}
+}

@@ -77,6 +77,11 @@ func (r *run) trainExact(ctx context.Context, eng engine.Engine, p *prepared) (*
 	m := newModel(spec, p, fit, e.LogMarginalLikelihood())
 	m.Posterior = &model.ExactPosterior{Exact: e.Predictor()}
 	r.warnFit(m, p, fit.theta, lower, upper, fit.reason)
+	resid, variance, err := e.LOO()
+	if err != nil {
+		return nil, fmt.Errorf("exact: %w", err)
+	}
+	warnLOO(m, resid, variance)
 	return m, nil
 }
 

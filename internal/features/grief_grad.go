@@ -177,8 +177,9 @@ func (gg *GRIEFGrad) row(x, phi, z, acc []float64, termwise bool) {
 	if !zero {
 		// A dimension with one used column has the same rho for every feature: its sum is
 		// rho times sum_k z_k phi_k.
-		// Each acc[i] sums its features in order k = 0..p-1; two dimensions at a time keep
-		// two independent sums in flight.
+		// Each acc[i] sums its features in order k = 0..p-1, skipping those with z_k phi_k =
+		// 0 as the term-by-term form does; two dimensions at a time keep two independent sums
+		// in flight.
 		wk := gg.wk[:p]
 		var sw float64
 		for k := range p {
@@ -192,8 +193,10 @@ func (gg *GRIEFGrad) row(x, phi, z, acc []float64, termwise bool) {
 			rb, pb := gg.rho[j], w.posT[v+1][:p]
 			sa, sb := acc[i], acc[j]
 			for k, ca := range pa {
-				sa += wk[k] * ra[ca]
-				sb += wk[k] * rb[pb[k]]
+				if wv := wk[k]; wv != 0 { // an underflowed feature: its rho may not be finite
+					sa += wv * ra[ca]
+					sb += wv * rb[pb[k]]
+				}
 			}
 			acc[i], acc[j] = sa, sb
 		}
@@ -202,7 +205,9 @@ func (gg *GRIEFGrad) row(x, phi, z, acc []float64, termwise bool) {
 			ra, pa := gg.rho[i], w.posT[v][:p]
 			sa := acc[i]
 			for k, ca := range pa {
-				sa += wk[k] * ra[ca]
+				if wv := wk[k]; wv != 0 {
+					sa += wv * ra[ca]
+				}
 			}
 			acc[i] = sa
 		}

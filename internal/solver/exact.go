@@ -32,8 +32,8 @@ type Exact struct {
 
 // ExactWorkspace keeps the n x n buffers of exact GPs built one after another on the same
 // rows (an optimizer's evaluations): the kernel matrix, reused for its inverse, the Cholesky
-// factor and the factor's inverse, 4 n^2 float64 in all. Without it every evaluation
-// allocates and zeroes them afresh (at n = 3000, 288 MB of page faults). An Exact built in
+// factor and the factor's inverse, 3 n^2 float64 in all. Without it every evaluation
+// allocates and zeroes four such buffers afresh (at n = 3000, 288 MB of page faults). An Exact built in
 // a workspace shares its storage and is valid until the next NewExactIn with the same
 // workspace; Predictor copies what prediction needs. The zero value is ready to use; a
 // workspace is not safe for concurrent use.

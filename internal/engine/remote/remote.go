@@ -83,6 +83,14 @@ type Config struct {
 	// MaxInFlight is the most tasks of a round running at once on one worker
 	// (default DefaultMaxInFlight).
 	MaxInFlight int
+	// ReduceWindow bounds the results a Reduce round holds: shard s starts only when s < m +
+	// ReduceWindow, m the first shard whose result is not yet merged, so at most
+	// ReduceWindow - 1 results wait in memory for their turn (a 4000-eigenfunction GRIEF Gram
+	// is 128 MiB per shard) however slow shard m is. 0 means 2 x MaxInFlight x the live
+	// workers at the round's start, at least 2 (room for every worker while shard m
+	// finishes); a negative value means no bound. Gather rounds return every result and are
+	// not bounded.
+	ReduceWindow int
 	// PollInterval is how often Pool.Live is polled during a round to notice workers that
 	// left or joined (default DefaultPollInterval).
 	PollInterval time.Duration

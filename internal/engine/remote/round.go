@@ -75,8 +75,11 @@ type round struct {
 	out []reduce.Stats
 	// merge folds out into fold.Acc in shard order as results arrive (Reduce), so the round
 	// holds only the results that arrived early.
-	merge     bool
-	fold      engine.InOrder
+	merge bool
+	fold  engine.InOrder
+	// window is the Reduce window (Config.ReduceWindow) of this round: shard s starts only
+	// when s < fold.Folded + window; 0 for none.
+	window    int
 	state     []shardState
 	waitSince []time.Time // when the shard began waiting for a usable worker (zero: not waiting)
 	notBefore []time.Time // earliest retry on a worker that already failed this round
@@ -138,6 +141,13 @@ func (r *round) run() ([]reduce.Stats, error) {
 
 	start := time.Now()
 	r.setLive(r.e.cfg.Pool.Live())
+	if r.merge {
+		r.window = r.e.cfg.ReduceWindow
+		if r.window == 0 {
+			r.window = max(2, 2*r.e.cfg.MaxInFlight*len(r.sorted))
+		}
+		r.window = max(r.window, 0)
+	}
 	r.e.pruneHeld(r.sorted)
 	r.benchSuspects(start)
 	r.reconcile()
@@ -274,6 +284,9 @@ func (r *round) moveShard(s int, w Worker) Worker {
 func (r *round) dispatch(now time.Time) error {
 	healthy := r.healthy()
 	for s, st := range r.state {
+		if r.window > 0 && s >= r.fold.Folded+r.window {
+			break // the results before it come first (Config.ReduceWindow)
+		}
 		if st != pending {
 			continue
 		}

@@ -14,7 +14,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/gpreduce/gpreduce/internal/engine"
+	"github.com/gpreduce/gpreduce/internal/reduce"
 	"github.com/gpreduce/gpreduce/internal/shard"
+	"github.com/gpreduce/gpreduce/internal/testutil"
 	"github.com/gpreduce/gpreduce/internal/wire"
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
@@ -180,5 +182,92 @@ func TestTaskCarriesSession(t *testing.T) {
 	}
 	if s := (Worker{ID: "w", Session: "secret"}); strings.Contains(fmt.Sprintf("%v %+v", s, s), "secret") {
 		t.Errorf("a Worker prints its session: %+v", s)
+	}
+}
+
+// TestReduceWindow: while shard 0's task is held back, a Reduce with ReduceWindow 2 starts
+// only shard 1 beside it (the results waiting for shard 0 stay bounded), where with no bound
+// every other shard runs; released, both rounds give the local engine's bits.
+func TestReduceWindow(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		window int
+		want   []int // the shards answered while shard 0 is held
+	}{
+		{"window 2", 2, []int{1}},
+		{"no bound", -1, []int{1, 2, 3, 4, 5, 6, 7}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t)
+			release := make(chan struct{})
+			var mu sync.Mutex
+			var seen []int
+			hook := func(ctx context.Context, req *pb.RunTaskRequest, _ *pb.RunTaskResponse) error {
+				s := wire.DecodeRef(req.GetShard()).Index
+				if s == 0 {
+					select {
+					case <-release:
+					case <-ctx.Done():
+						return status.FromContextError(ctx.Err()).Err()
+					}
+					return nil
+				}
+				mu.Lock()
+				seen = append(seen, s)
+				mu.Unlock()
+				return nil
+			}
+			answered := func() []int {
+				mu.Lock()
+				defer mu.Unlock()
+				s := slices.Clone(seen)
+				slices.Sort(s)
+				return s
+			}
+			c.start("w1", hook)
+			c.start("w2", hook)
+			e := c.engine(func(cfg *Config) {
+				cfg.ReduceWindow = tc.window
+				cfg.StragglerFactor = -1 // no backup of the held shard
+				cfg.TaskTimeout = time.Minute
+			})
+			_, gram := c.tasks()
+			type result struct {
+				st  reduce.Stats
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				st, err := e.Reduce(context.Background(), gram)
+				done <- result{st, err}
+			}()
+			// Wait for the shards the window allows, then long enough for others to start if
+			// the window let them (a slow machine can only hide a violation, not fake one).
+			testutil.Eventually(t, 30*time.Second, fmt.Sprintf("shards %v answered", tc.want), func() error {
+				got := answered()
+				for _, s := range tc.want {
+					if !slices.Contains(got, s) {
+						return fmt.Errorf("answered %v", got)
+					}
+				}
+				return nil
+			})
+			time.Sleep(500 * time.Millisecond)
+			if got := answered(); !slices.Equal(got, tc.want) {
+				t.Errorf("while shard 0 was held the workers answered shards %v, want %v", got, tc.want)
+			}
+			close(release)
+			r := <-done
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			want, err := c.local().Reduce(context.Background(), gram)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(statBytes(t, r.st), statBytes(t, want)) {
+				t.Error("the result differs from the local engine's")
+			}
+		})
 	}
 }

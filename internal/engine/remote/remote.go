@@ -25,6 +25,8 @@ const (
 	DefaultTaskTimeout = 30 * time.Minute
 	// DefaultMaxInFlight is the default Config.MaxInFlight.
 	DefaultMaxInFlight = 2
+	// DefaultReduceMemory is the default Config.ReduceMemory: 512 MiB.
+	DefaultReduceMemory = 512 << 20
 	// DefaultPollInterval is the default Config.PollInterval.
 	DefaultPollInterval = 200 * time.Millisecond
 	// DefaultStragglerFactor is the default Config.StragglerFactor.
@@ -83,14 +85,17 @@ type Config struct {
 	// MaxInFlight is the most tasks of a round running at once on one worker
 	// (default DefaultMaxInFlight).
 	MaxInFlight int
-	// ReduceWindow bounds the results a Reduce round holds: shard s starts only when s < m +
-	// ReduceWindow, m the first shard whose result is not yet merged, so at most
-	// ReduceWindow - 1 results wait in memory for their turn (a 4000-eigenfunction GRIEF Gram
-	// is 128 MiB per shard) however slow shard m is. 0 means 2 x MaxInFlight x the live
-	// workers at the round's start, at least 2 (room for every worker while shard m
-	// finishes); a negative value means no bound. Gather rounds return every result and are
-	// not bounded.
+	// ReduceWindow and ReduceMemory bound the results a Reduce round holds: shard s starts
+	// only when s < m + w, m the first shard whose result is not yet merged, so results
+	// waiting in memory for their turn (a 4000-eigenfunction GRIEF Gram is 128 MiB per shard)
+	// stay few however slow shard m is. w is ReduceWindow (0: 2 x MaxInFlight x the live
+	// workers at the round's start, at least 2, room for every worker while shard m finishes;
+	// negative: none) and, once a result has arrived, at most max(2, ReduceMemory / its
+	// encoded size + 1) (ReduceMemory 0: DefaultReduceMemory; negative: none), so about
+	// ReduceMemory bytes wait beyond the tasks already in flight. Gather rounds return every
+	// result and are not bounded.
 	ReduceWindow int
+	ReduceMemory int64
 	// PollInterval is how often Pool.Live is polled during a round to notice workers that
 	// left or joined (default DefaultPollInterval).
 	PollInterval time.Duration
@@ -252,6 +257,9 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.MaxInFlight == 0 {
 		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	if cfg.ReduceMemory == 0 {
+		cfg.ReduceMemory = DefaultReduceMemory
 	}
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = DefaultPollInterval

@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/gpreduce/gpreduce/internal/engine"
 	"github.com/gpreduce/gpreduce/internal/reduce"
@@ -77,15 +78,17 @@ type round struct {
 	// holds only the results that arrived early.
 	merge bool
 	fold  engine.InOrder
-	// window is the Reduce window (Config.ReduceWindow) of this round: shard s starts only
-	// when s < fold.Folded + window; 0 for none.
-	window    int
-	state     []shardState
-	waitSince []time.Time // when the shard began waiting for a usable worker (zero: not waiting)
-	notBefore []time.Time // earliest retry on a worker that already failed this round
-	retries   []int
-	lastErr   []error
-	remaining int
+	// window is the count bound of a Reduce round (Config.ReduceWindow; 0 for none) and
+	// resultBytes the largest encoded result of the round so far (for Config.ReduceMemory);
+	// limit combines them.
+	window      int
+	resultBytes int
+	state       []shardState
+	waitSince   []time.Time // when the shard began waiting for a usable worker (zero: not waiting)
+	notBefore   []time.Time // earliest retry on a worker that already failed this round
+	retries     []int
+	lastErr     []error
+	remaining   int
 	// backedUp[s] is the straggling attempt of shard s a backup was started for (nil: none).
 	backedUp []*attempt
 	// durations of the tasks that completed in this round; median caches their median while
@@ -283,9 +286,10 @@ func (r *round) moveShard(s int, w Worker) Worker {
 // has waited ShardTimeout for a usable worker.
 func (r *round) dispatch(now time.Time) error {
 	healthy := r.healthy()
+	limit := r.limit()
 	for s, st := range r.state {
-		if r.window > 0 && s >= r.fold.Folded+r.window {
-			break // the results before it come first (Config.ReduceWindow)
+		if s >= limit {
+			break // the results before it come first (Config.ReduceWindow, ReduceMemory)
 		}
 		if st != pending {
 			continue
@@ -315,6 +319,24 @@ func (r *round) dispatch(now time.Time) error {
 		r.launch(s, w, mode)
 	}
 	return nil
+}
+
+// limit returns the first shard a Reduce round may not start yet (Config.ReduceWindow and
+// ReduceMemory), or the number of shards when nothing bounds it.
+func (r *round) limit() int {
+	if !r.merge {
+		return len(r.state)
+	}
+	w := r.window
+	if mem := r.e.cfg.ReduceMemory; mem > 0 && r.resultBytes > 0 {
+		if m := int(max(2, mem/int64(r.resultBytes)+1)); w <= 0 || m < w {
+			w = m
+		}
+	}
+	if w <= 0 {
+		return len(r.state)
+	}
+	return min(r.fold.Folded+w, len(r.state))
 }
 
 // blobMode returns how a task to w carries the round's blobs, and false if it should wait for
@@ -536,6 +558,7 @@ func (r *round) handle(o outcome) error {
 	case err == nil:
 		r.out[s], r.state[s] = st, done
 		r.remaining--
+		r.resultBytes = max(r.resultBytes, proto.Size(o.resp.GetStats()))
 		if r.merge {
 			if err := r.fold.Fold(r.out); err != nil {
 				return err

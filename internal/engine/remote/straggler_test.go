@@ -186,16 +186,20 @@ func TestTaskCarriesSession(t *testing.T) {
 }
 
 // TestReduceWindow: while shard 0's task is held back, a Reduce with ReduceWindow 2 starts
-// only shard 1 beside it (the results waiting for shard 0 stay bounded), where with no bound
-// every other shard runs; released, both rounds give the local engine's bits.
+// only shard 1 beside it (the results waiting for shard 0 stay bounded); with a memory bound
+// below one result's size, the first wave (two tasks on each of the two workers) runs and
+// nothing after it; with no bound every other shard runs. Released, every round gives the
+// local engine's bits.
 func TestReduceWindow(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		window int
+		memory int64
 		want   []int // the shards answered while shard 0 is held
 	}{
-		{"window 2", 2, []int{1}},
-		{"no bound", -1, []int{1, 2, 3, 4, 5, 6, 7}},
+		{"window 2", 2, -1, []int{1}},
+		{"memory below one result", -1, 1, []int{1, 2, 3}},
+		{"no bound", -1, -1, []int{1, 2, 3, 4, 5, 6, 7}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newCluster(t)
@@ -228,6 +232,7 @@ func TestReduceWindow(t *testing.T) {
 			c.start("w2", hook)
 			e := c.engine(func(cfg *Config) {
 				cfg.ReduceWindow = tc.window
+				cfg.ReduceMemory = tc.memory
 				cfg.StragglerFactor = -1 // no backup of the held shard
 				cfg.TaskTimeout = time.Minute
 			})

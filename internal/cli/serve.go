@@ -47,6 +47,7 @@ type serveFlags struct {
 	retainJobs                      int
 	retainFor                       time.Duration
 	maxModelBytes, maxCkBytes       int64
+	reduceMemory                    int64
 }
 
 func newServeCmd(e *env) *cobra.Command {
@@ -120,6 +121,8 @@ secret's handshake inside). A member with neither may only run alone on a loopba
 	fl.Float64Var(&f.stragglerFactor, "straggler-factor", remote.DefaultStragglerFactor,
 		"run a task again on another worker once it has run this many times the median task time of its round (negative: never)")
 	fl.DurationVar(&f.stragglerFloor, "straggler-floor", remote.DefaultStragglerFloor, "least time a task runs before it counts as a straggler")
+	fl.Int64Var(&f.reduceMemory, "reduce-memory", remote.DefaultReduceMemory,
+		"bytes of task results a job's leader holds waiting for the shards before them to be merged; new tasks wait instead (0: no bound beyond 2 x 2 tasks per worker)")
 	fl.IntVar(&f.retainJobs, "retain-jobs", 0, "keep only the newest N finished jobs: older ones are deleted with their models (0: keep all)")
 	fl.DurationVar(&f.retainFor, "retain-for", 0, "delete finished jobs with their models this long after they finished, e.g. 168h (0: never)")
 	fl.Int64Var(&f.maxModelBytes, "max-model-bytes", coordinator.DefaultMaxModelBytes, "largest model a job may store; a larger one fails its job")
@@ -225,7 +228,7 @@ func (f *serveFlags) config(log zerolog.Logger) (coordinator.ServerConfig, error
 		flag string
 		v    int64
 	}{{"--retain-jobs", int64(f.retainJobs)}, {"--max-model-bytes", f.maxModelBytes}, {"--max-checkpoint-bytes", f.maxCkBytes},
-		{"--raft-snapshot-bytes", f.raftSnapBytes}} {
+		{"--raft-snapshot-bytes", f.raftSnapBytes}, {"--reduce-memory", f.reduceMemory}} {
 		if n.v < 0 {
 			return cfg, fmt.Errorf("%s %d: must not be negative", n.flag, n.v)
 		}
@@ -236,7 +239,8 @@ func (f *serveFlags) config(log zerolog.Logger) (coordinator.ServerConfig, error
 		Token: token, JoinToken: joinToken, ServerTLS: serverTLS, ClientTLS: clientTLS, RaftSecret: []byte(raftSecret),
 		MetricsAddr: f.metricsAddr, HeartbeatTimeout: f.workerTimeout, CheckpointInterval: f.checkpointEvery,
 		TaskTimeout: f.taskTimeout, StragglerFactor: f.stragglerFactor, StragglerFloor: f.stragglerFloor, Logger: log,
-		Data: data, PlanTimeout: f.planTimeout, RetainJobs: f.retainJobs, RetainFor: f.retainFor,
+		ReduceMemory: reduceMemory(f.reduceMemory),
+		Data:         data, PlanTimeout: f.planTimeout, RetainJobs: f.retainJobs, RetainFor: f.retainFor,
 		Raft: coordinator.RaftTuning{
 			HeartbeatTimeout: f.raftHeartbeat, ElectionTimeout: f.raftElection, LeaderLeaseTimeout: f.raftLeaderLease,
 			SnapshotInterval: f.raftSnapEvery, SnapshotThreshold: f.raftSnapThreshold, TrailingLogs: f.raftTrailing,
@@ -295,4 +299,13 @@ func serve(ctx context.Context, cfg coordinator.ServerConfig, starts bool, log z
 		return errors.Join(runErr, closeErr)
 	}
 	return closeErr
+}
+
+// reduceMemory maps --reduce-memory to remote.Config.ReduceMemory: 0 (no bound) is negative
+// there, where 0 selects the default.
+func reduceMemory(v int64) int64 {
+	if v == 0 {
+		return -1
+	}
+	return v
 }

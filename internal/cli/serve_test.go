@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gpreduce/gpreduce/internal/engine/remote"
 )
 
 // lockedBuffer is a bytes.Buffer safe for a command writing while the test reads.
@@ -156,6 +158,7 @@ func TestServeFlagErrors(t *testing.T) {
 		{"short raft secret", []string{"--id", "x", "--data-dir", filepath.Join(dir, "h"), "--join", "127.0.0.1:1", "--raft-secret-file", short},
 			[]string{"raft secret", "at least 16"}},
 		{"bootstrap-id without join", []string{"--id", "x", "--data-dir", filepath.Join(dir, "f"), "--bootstrap-id", "x"}, []string{"--bootstrap-id", "--join"}},
+		{"negative reduce memory", []string{"--id", "x", "--data-dir", filepath.Join(dir, "i"), "--bootstrap", "--reduce-memory", "-1"}, []string{"--reduce-memory -1", "must not be negative"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -194,5 +197,15 @@ func TestDemoClusterMatchesLocal(t *testing.T) {
 	}
 	if !bytes.Equal(models[0], models[1]) {
 		t.Errorf("the cluster demo's model (%d bytes) differs from the local one (%d bytes)", len(models[0]), len(models[1]))
+	}
+}
+
+// TestReduceMemoryFlag: --reduce-memory's 0 (no bound) becomes the engine's negative value
+// (its 0 selects the default); other values pass through.
+func TestReduceMemoryFlag(t *testing.T) {
+	for _, c := range []struct{ flag, want int64 }{{0, -1}, {remote.DefaultReduceMemory, remote.DefaultReduceMemory}, {1000, 1000}} {
+		if got := reduceMemory(c.flag); got != c.want {
+			t.Errorf("reduceMemory(%d) = %d, want %d", c.flag, got, c.want)
+		}
 	}
 }

@@ -47,6 +47,7 @@ type runner struct {
 	// (remote.Config); zero values select its defaults.
 	stragglerFactor float64
 	stragglerFloor  time.Duration
+	reduceMemory    int64         // remote.Config.ReduceMemory; 0 selects its default
 	data            shard.Reader  // reads and bounds the jobs' data sources (see planData)
 	planTimeout     time.Duration // bound of planning a job's data (default DefaultPlanTimeout)
 
@@ -303,6 +304,7 @@ func (r *runner) execute(ctx context.Context, log zerolog.Logger, j store.Job) e
 		JobID: j.ID, Source: plan.Source, Shards: layout.Refs, Pool: r.pool, Dial: r.dial,
 		ShardTimeout: plan.ShardTimeout, TaskTimeout: r.taskTimeout, Logger: log, Observe: r.metrics.observeTask,
 		StragglerFactor: r.stragglerFactor, StragglerFloor: r.stragglerFloor, OnStraggler: r.onStraggler,
+		ReduceMemory: r.reduceMemory,
 	})
 	if err != nil {
 		return err

@@ -92,6 +92,10 @@ type ServerConfig struct {
 	// remote.DefaultStragglerFloor; a negative factor turns backups off).
 	StragglerFactor float64
 	StragglerFloor  time.Duration
+	// ReduceMemory bounds, in bytes, the task results a job's rounds hold while they wait for
+	// the shards before them to be merged (remote.Config.ReduceMemory: 0 selects
+	// remote.DefaultReduceMemory, a negative value no bound beyond the task window).
+	ReduceMemory int64
 	// RetainJobs, if positive, keeps only the newest RetainJobs finished jobs: the leader
 	// deletes older ones with their models, checkpoints and events from every member.
 	RetainJobs int
@@ -236,7 +240,7 @@ func OpenServer(ctx context.Context, cfg ServerConfig) (_ *Server, err error) {
 	s.runner = &runner{
 		node: s.state, pool: s.pool, events: s.events, dial: s.workers.worker, metrics: s.metrics,
 		log: log.With().Str("component", "runner").Logger(), ckInterval: ckInterval, taskTimeout: cfg.TaskTimeout,
-		stragglerFactor: cfg.StragglerFactor, stragglerFloor: cfg.StragglerFloor,
+		stragglerFactor: cfg.StragglerFactor, stragglerFloor: cfg.StragglerFloor, reduceMemory: cfg.ReduceMemory,
 		data: cfg.Data, planTimeout: cfg.PlanTimeout,
 	}
 	s.warnSecurity()

@@ -239,8 +239,7 @@ func (f *serveFlags) config(log zerolog.Logger) (coordinator.ServerConfig, error
 		Token: token, JoinToken: joinToken, ServerTLS: serverTLS, ClientTLS: clientTLS, RaftSecret: []byte(raftSecret),
 		MetricsAddr: f.metricsAddr, HeartbeatTimeout: f.workerTimeout, CheckpointInterval: f.checkpointEvery,
 		TaskTimeout: f.taskTimeout, StragglerFactor: f.stragglerFactor, StragglerFloor: f.stragglerFloor, Logger: log,
-		ReduceMemory: reduceMemory(f.reduceMemory),
-		Data:         data, PlanTimeout: f.planTimeout, RetainJobs: f.retainJobs, RetainFor: f.retainFor,
+		Data: data, PlanTimeout: f.planTimeout, RetainJobs: f.retainJobs, RetainFor: f.retainFor, ReduceMemory: reduceMemory(f.reduceMemory),
 		Raft: coordinator.RaftTuning{
 			HeartbeatTimeout: f.raftHeartbeat, ElectionTimeout: f.raftElection, LeaderLeaseTimeout: f.raftLeaderLease,
 			SnapshotInterval: f.raftSnapEvery, SnapshotThreshold: f.raftSnapThreshold, TrailingLogs: f.raftTrailing,

@@ -20,8 +20,7 @@ type Cholesky struct {
 	n  int
 	u  []float64 // upper triangular, row-major n x n; the strict lower triangle is zero
 	ok bool
-	// work is InverseTo's n x n scratch for U^-1, kept so that a Cholesky refactorised at
-	// the same size (an optimizer's evaluations) does not allocate it again.
+	// work is the n x n scratch of inverseU.
 	work []float64
 }
 
@@ -145,12 +144,7 @@ func (c *Cholesky) InverseTo(dst *mat.SymDense) error {
 		return errors.New("linalg: Cholesky: InverseTo: destination size mismatch")
 	}
 	raw := dst.RawSymmetric()
-	if cap(c.work) < n*n {
-		c.work = make([]float64, n*n)
-	}
-	w := c.work[:n*n]
-	clear(w)
-	invUpper(bestKernel, c.u, w, n)
+	w := c.inverseU()
 	W := view{data: w, stride: n}
 	for i0 := 0; i0 < n; i0 += potrfBlock {
 		i1 := min(i0+potrfBlock, n)
@@ -161,6 +155,20 @@ func (c *Cholesky) InverseTo(dst *mat.SymDense) error {
 		gemmCore(bestKernel, i1-i0, n-i0, n-i0, 1, Wi, view{data: Wi.data, stride: n, trans: true}, row[i0:], raw.Stride, upper)
 	}
 	return nil
+}
+
+// inverseU returns W = U^-1 (n x n, row-major) in the receiver's scratch, which it keeps so
+// that a Cholesky refactorised at the same size (an optimizer's evaluations) does not
+// allocate it again; the next call overwrites it.
+func (c *Cholesky) inverseU() []float64 {
+	n := c.n
+	if cap(c.work) < n*n {
+		c.work = make([]float64, n*n)
+	}
+	w := c.work[:n*n]
+	clear(w)
+	invUpper(bestKernel, c.u, w, n)
+	return w
 }
 
 // InverseDiag sets dst[i] = (A^-1)_ii for i < n: with W = U^-1 (A^-1 = W W^T) it is the
@@ -174,12 +182,7 @@ func (c *Cholesky) InverseDiag(dst []float64) error {
 	if len(dst) != n {
 		return errors.New("linalg: Cholesky: InverseDiag: destination length mismatch")
 	}
-	if cap(c.work) < n*n {
-		c.work = make([]float64, n*n)
-	}
-	w := c.work[:n*n]
-	clear(w)
-	invUpper(bestKernel, c.u, w, n)
+	w := c.inverseU()
 	for i := range n {
 		var s float64
 		for _, v := range w[i*n+i : (i+1)*n] {

@@ -30,13 +30,8 @@ func warnLOO(m *model.Model, resid, variance []float64) {
 		return
 	}
 	var ms float64
-	in := 0
 	for i, r := range resid {
-		z := r / math.Sqrt(variance[i])
-		ms += z * z
-		if math.Abs(z) <= 1.959963984540054 {
-			in++
-		}
+		ms += r * r / variance[i]
 	}
 	ms /= float64(n)
 	band := looBand(n)
@@ -49,8 +44,13 @@ func warnLOO(m *model.Model, resid, variance []float64) {
 	default:
 		return
 	}
+	// The share inside the 95% intervals, as the test metric counts it (model.Score).
+	sc, err := model.Score(model.Prediction{Mean: make([]float64, n), NoisyVar: variance}, resid)
+	if err != nil {
+		return
+	}
 	m.Warn(model.WarnCalibration, "leave-one-out check on the %d training rows: the standardized residuals (y_i - mu_-i) / sigma_-i have mean square %.3g where a model that fits gives 1 +- %.2g, and %.1f%% lie in their 95%% intervals: the predictive intervals are likely %s (by about %.2gx in standard deviation); the kernel or the Gaussian noise does not fit these data (a non-stationary signal, heavy-tailed or input-dependent noise; a transformed target, e.g. its log, may fit better)",
-		n, ms, band, 100*float64(in)/float64(n), side, sdFactor(ms))
+		n, ms, band, 100*sc.Coverage95, side, sdFactor(ms))
 }
 
 // sdFactor is the factor by which standard deviations are off for a mean square ms: sqrt(ms)

@@ -722,7 +722,8 @@ type GRIEFSettings struct {
 	// type1 (MALA over the weights and noise) or type2-weights (maximum likelihood over the
 	// weights and noise; log likelihood not comparable)
 	Inference string `protobuf:"bytes,1,opt,name=inference,proto3" json:"inference,omitempty"`
-	// inducing grid points per input column, m_bar (default 10)
+	// inducing grid points per input column, m_bar (default 10; at d <= 3 the fewest, up to
+	// 128, whose m_bar^d product eigenfunctions hold the p the method may reach)
 	Grid int32 `protobuf:"varint,2,opt,name=grid,proto3" json:"grid,omitempty"`
 	// number of eigenfunctions p (default type2: min(1000, 10^floor(log10 n)), raised up to
 	// 4000 while they leave out more prior variance than the noise; type1, type2-weights:

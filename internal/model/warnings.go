@@ -36,7 +36,8 @@ const (
 	// WarnCalibration: the leave-one-out check on the training rows finds the predictive
 	// intervals too narrow or too wide: the mean square of the standardized leave-one-out
 	// residuals is far from the 1 of a model that fits the data (the kernel or the Gaussian
-	// noise model is misspecified; Bachoc 2013).
+	// noise model is misspecified; Bachoc 2013). exact, gl, rff and grief (type2,
+	// type2-weights) make the check.
 	WarnCalibration = "calibration"
 )
 

@@ -31,7 +31,7 @@ func init() {
 		Name:     "gl",
 		Summary:  "Gauss-Legendre features: one pass over the data, then O(s^3) per iteration (d <= 3)",
 		Settings: func() proto.Message { return &pb.GLSettings{} },
-		Tasks:    []string{"moments", "sample", "gram"},
+		Tasks:    []string{"moments", "sample", "gram", "loo"},
 		validate: validateGL,
 		train: func(ctx context.Context, r *run, eng engine.Engine, p *prepared) (*model.Model, error) {
 			return r.trainGL(ctx, eng, p)
@@ -212,6 +212,9 @@ func (r *run) trainGL(ctx context.Context, eng engine.Engine, p *prepared) (*mod
 		m.Warn(model.WarnSizing, "%s", sizing)
 	}
 	r.warnFit(m, p, fit.theta, lower, upper, fit.reason)
+	if err := r.checkLOO(ctx, eng, m); err != nil {
+		return nil, fmt.Errorf("gl: %w", err)
+	}
 	return m, nil
 }
 

@@ -114,7 +114,7 @@ func init() {
 		Name:     "grief",
 		Summary:  "GP-GRIEF: one pass, then O(p) per iteration, for any d",
 		Settings: func() proto.Message { return &pb.GRIEFSettings{} },
-		Tasks:    []string{"moments", "sample", "distinct", "gram", "grief_grad"},
+		Tasks:    []string{"moments", "sample", "distinct", "gram", "grief_grad", "loo"},
 		Draws:    "subsample and MALA chain",
 		validate: validateGRIEF,
 		train: func(ctx context.Context, r *run, eng engine.Engine, p *prepared) (*model.Model, error) {
@@ -324,6 +324,11 @@ func (r *run) trainGRIEF(ctx context.Context, eng engine.Engine, p *prepared) (*
 	r.warnFit(m, p, fit.theta, lower, upper, reason)
 	if left > noise {
 		m.Warn(model.WarnApproximation, "the %d eigenfunctions of the %s-point grid leave out %.3g of the prior variance %.3g per training row (standardized units), more than the noise variance %.3g: predictions are limited by the approximation; raise eigenfunctions (max-features bounds it) or grid", np, griefGridSize(sizes), left, h.SignalVariance, noise)
+	}
+	if inference != "type1" { // type1's posterior is a mixture over MALA samples, not a Gaussian one
+		if err := r.checkLOO(ctx, eng, m); err != nil {
+			return nil, fmt.Errorf("grief: %w", err)
+		}
 	}
 	if inference == "type2-weights" {
 		m.Warn(model.WarnEstimate, "the log likelihood %.6g (type2-weights) is maximised over %d eigenfunction weights as well as the noise; it is not comparable with other methods' log likelihoods, and the weights may overfit (GP-GRIEF §5)", lml, len(post.W))

@@ -1,9 +1,14 @@
 package train
 
 import (
+	"context"
+	"fmt"
 	"math"
 
+	"github.com/gpreduce/gpreduce/internal/engine"
 	"github.com/gpreduce/gpreduce/internal/model"
+	"github.com/gpreduce/gpreduce/internal/reduce"
+	"github.com/gpreduce/gpreduce/internal/tasks"
 )
 
 // looMinRows is the fewest training rows for which the leave-one-out check is made.
@@ -18,12 +23,7 @@ func looBand(n int) float64 { return max(0.25, 4*math.Sqrt(2/float64(n))) }
 
 // warnLOO adds a WarnCalibration warning to m when the leave-one-out residuals resid and
 // variances variance of the training rows (noise included; solver.Exact.LOO) are not
-// calibrated: the mean square of z_i = resid_i / sqrt(variance_i) is outside 1 +- looBand.
-// Maximum likelihood sets the hyperparameters, leave-one-out checks them on the rows the
-// likelihood was fitted to; when the model is misspecified the two disagree (Bachoc 2013,
-// "Cross validation and maximum likelihood estimations of hyper-parameters of Gaussian
-// processes with model misspecification"), and the test intervals are off by about the
-// square root of the mean square (yacht: 1.2-1.4x too narrow).
+// calibrated (warnCalibration).
 func warnLOO(m *model.Model, resid, variance []float64) {
 	n := len(resid)
 	if n < looMinRows {
@@ -33,7 +33,49 @@ func warnLOO(m *model.Model, resid, variance []float64) {
 	for i, r := range resid {
 		ms += r * r / variance[i]
 	}
-	ms /= float64(n)
+	// The share inside the 95% intervals, as the test metric counts it (model.Score).
+	sc, err := model.Score(model.Prediction{Mean: make([]float64, n), NoisyVar: variance}, resid)
+	if err != nil {
+		return
+	}
+	warnCalibration(m, n, ms/float64(n), sc.Coverage95)
+}
+
+// checkLOO runs the leave-one-out check of a model whose posterior is the exact GP posterior
+// of its finite-rank kernel (gl, rff, grief type2 and type2-weights) as one map round over the
+// training rows (tasks.LOOTask: z_i = r_i / sqrt(s2 - v_i) from one prediction per row) and
+// adds the WarnCalibration warning of warnCalibration. The model file goes to the workers
+// once per shard task; the pass costs one prediction of the training rows.
+func (r *run) checkLOO(ctx context.Context, eng engine.Engine, m *model.Model) error {
+	if m.NTrain < looMinRows {
+		return nil
+	}
+	r.obs(Event{Phase: "loo", Message: fmt.Sprintf("leave-one-out check on the %d training rows", m.NTrain)})
+	st, err := eng.Reduce(ctx, &tasks.LOOTask{Model: m})
+	if err != nil {
+		return fmt.Errorf("leave-one-out pass: %w", err)
+	}
+	sum, ok := st.(*reduce.Sum)
+	if !ok || len(sum.Parts) != 1 || len(sum.Parts[0]) != 2 || sum.N < 1 {
+		return fmt.Errorf("leave-one-out pass returned %T, not one part of two sums", st)
+	}
+	n := float64(sum.N)
+	warnCalibration(m, int(sum.N), sum.Parts[0][0]/n, sum.Parts[0][1]/n)
+	return nil
+}
+
+// warnCalibration adds a WarnCalibration warning to m when the mean square ms of the n
+// standardized leave-one-out residuals z_i = (y_i - mu_-i) / sigma_-i of the training rows
+// is outside 1 +- looBand(n); coverage is the share of |z_i| <= 1.96.
+// Maximum likelihood sets the hyperparameters, leave-one-out checks them on the rows the
+// likelihood was fitted to; when the model is misspecified the two disagree (Bachoc 2013,
+// "Cross validation and maximum likelihood estimations of hyper-parameters of Gaussian
+// processes with model misspecification"), and the test intervals are off by about the
+// square root of the mean square (yacht: 1.2-1.4x too narrow).
+func warnCalibration(m *model.Model, n int, ms, coverage float64) {
+	if n < looMinRows {
+		return
+	}
 	band := looBand(n)
 	side := ""
 	switch {
@@ -44,13 +86,8 @@ func warnLOO(m *model.Model, resid, variance []float64) {
 	default:
 		return
 	}
-	// The share inside the 95% intervals, as the test metric counts it (model.Score).
-	sc, err := model.Score(model.Prediction{Mean: make([]float64, n), NoisyVar: variance}, resid)
-	if err != nil {
-		return
-	}
 	m.Warn(model.WarnCalibration, "leave-one-out check on the %d training rows: the standardized residuals (y_i - mu_-i) / sigma_-i have mean square %.3g where a model that fits gives 1 +- %.2g, and %.1f%% lie in their 95%% intervals: the predictive intervals are likely %s (by about %.2gx in standard deviation); the kernel or the Gaussian noise does not fit these data (a non-stationary signal, heavy-tailed or input-dependent noise; a transformed target, e.g. its log, may fit better)",
-		n, ms, band, 100*sc.Coverage95, side, sdFactor(ms))
+		n, ms, band, 100*coverage, side, sdFactor(ms))
 }
 
 // sdFactor is the factor by which standard deviations are off for a mean square ms: sqrt(ms)

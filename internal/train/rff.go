@@ -35,7 +35,7 @@ func init() {
 		Name:     "rff",
 		Summary:  "random Fourier features: a pass over the data per likelihood evaluation",
 		Settings: func() proto.Message { return &pb.RFFSettings{} },
-		Tasks:    []string{"moments", "sample", "rff"},
+		Tasks:    []string{"moments", "sample", "rff", "loo"},
 		Draws:    "frequencies",
 		validate: validateRFF,
 		train: func(ctx context.Context, r *run, eng engine.Engine, p *prepared) (*model.Model, error) {
@@ -103,6 +103,9 @@ func (r *run) trainRFF(ctx context.Context, eng engine.Engine, p *prepared) (*mo
 	m := newModel(spec, p, fit, f.LML)
 	m.Posterior = &model.RFFPosterior{Map: model.RFFParams{Omega: rff.Omega, Features: s}, Features: f.Predictor()}
 	r.warnFit(m, p, fit.theta, lower, upper, fit.reason)
+	if err := r.checkLOO(ctx, eng, m); err != nil {
+		return nil, fmt.Errorf("rff: %w", err)
+	}
 	return m, nil
 }
 

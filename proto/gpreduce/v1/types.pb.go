@@ -909,6 +909,55 @@ func (x *RowsTask) GetTransform() *Transform {
 	return nil
 }
 
+// LOOTask is the leave-one-out calibration check of a trained model on its training rows
+// (tasks.LOOTask): `model` is the model file (model.Model.Bytes) of a model whose posterior
+// is the exact GP posterior of a finite-rank kernel (gl, rff, grief type2). Each shard returns
+// one part of two sums over its rows: z_i^2 and the count of |z_i| <= 1.96, with z_i the
+// standardized leave-one-out residual.
+type LOOTask struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Model         []byte                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LOOTask) Reset() {
+	*x = LOOTask{}
+	mi := &file_gpreduce_v1_types_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LOOTask) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LOOTask) ProtoMessage() {}
+
+func (x *LOOTask) ProtoReflect() protoreflect.Message {
+	mi := &file_gpreduce_v1_types_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LOOTask.ProtoReflect.Descriptor instead.
+func (*LOOTask) Descriptor() ([]byte, []int) {
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *LOOTask) GetModel() []byte {
+	if x != nil {
+		return x.Model
+	}
+	return nil
+}
+
 // KernelOp fixes the kernel matrix K = k(X, X) of a job's standardized training inputs at one
 // hyperparameter value (train.KernelOp): the kernel family name (rbf, matern12, matern32,
 // matern52), its d lengthscales and signal variance, the n x d inputs x (row-major, rows in
@@ -936,7 +985,7 @@ type KernelOp struct {
 
 func (x *KernelOp) Reset() {
 	*x = KernelOp{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[13]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -948,7 +997,7 @@ func (x *KernelOp) String() string {
 func (*KernelOp) ProtoMessage() {}
 
 func (x *KernelOp) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[13]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -961,7 +1010,7 @@ func (x *KernelOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KernelOp.ProtoReflect.Descriptor instead.
 func (*KernelOp) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{13}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *KernelOp) GetKernel() string {
@@ -1025,7 +1074,7 @@ type KernelTask struct {
 
 func (x *KernelTask) Reset() {
 	*x = KernelTask{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[14]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1037,7 +1086,7 @@ func (x *KernelTask) String() string {
 func (*KernelTask) ProtoMessage() {}
 
 func (x *KernelTask) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[14]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1050,7 +1099,7 @@ func (x *KernelTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KernelTask.ProtoReflect.Descriptor instead.
 func (*KernelTask) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{14}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *KernelTask) GetOp() *KernelOp {
@@ -1119,7 +1168,7 @@ type VOFModel struct {
 
 func (x *VOFModel) Reset() {
 	*x = VOFModel{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[15]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1131,7 +1180,7 @@ func (x *VOFModel) String() string {
 func (*VOFModel) ProtoMessage() {}
 
 func (x *VOFModel) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[15]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1144,7 +1193,7 @@ func (x *VOFModel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VOFModel.ProtoReflect.Descriptor instead.
 func (*VOFModel) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{15}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *VOFModel) GetBasis() string {
@@ -1218,7 +1267,7 @@ type VOFKufTask struct {
 
 func (x *VOFKufTask) Reset() {
 	*x = VOFKufTask{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[16]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1230,7 +1279,7 @@ func (x *VOFKufTask) String() string {
 func (*VOFKufTask) ProtoMessage() {}
 
 func (x *VOFKufTask) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[16]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1243,7 +1292,7 @@ func (x *VOFKufTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VOFKufTask.ProtoReflect.Descriptor instead.
 func (*VOFKufTask) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{16}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *VOFKufTask) GetModel() *VOFModel {
@@ -1316,7 +1365,7 @@ type VOFBatch struct {
 
 func (x *VOFBatch) Reset() {
 	*x = VOFBatch{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[17]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1328,7 +1377,7 @@ func (x *VOFBatch) String() string {
 func (*VOFBatch) ProtoMessage() {}
 
 func (x *VOFBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[17]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1341,7 +1390,7 @@ func (x *VOFBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VOFBatch.ProtoReflect.Descriptor instead.
 func (*VOFBatch) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{17}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *VOFBatch) GetRate() float64 {
@@ -1385,7 +1434,7 @@ type VOFTrigTask struct {
 
 func (x *VOFTrigTask) Reset() {
 	*x = VOFTrigTask{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[18]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1397,7 +1446,7 @@ func (x *VOFTrigTask) String() string {
 func (*VOFTrigTask) ProtoMessage() {}
 
 func (x *VOFTrigTask) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[18]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1410,7 +1459,7 @@ func (x *VOFTrigTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VOFTrigTask.ProtoReflect.Descriptor instead.
 func (*VOFTrigTask) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{18}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *VOFTrigTask) GetD() int32 {
@@ -1489,7 +1538,7 @@ type MissingBlob struct {
 
 func (x *MissingBlob) Reset() {
 	*x = MissingBlob{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[19]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1501,7 +1550,7 @@ func (x *MissingBlob) String() string {
 func (*MissingBlob) ProtoMessage() {}
 
 func (x *MissingBlob) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[19]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1514,7 +1563,7 @@ func (x *MissingBlob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MissingBlob.ProtoReflect.Descriptor instead.
 func (*MissingBlob) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{19}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *MissingBlob) GetSha256() []byte {
@@ -1539,6 +1588,7 @@ type Task struct {
 	//	*Task_VofKuf
 	//	*Task_VofTrig
 	//	*Task_GriefGrad
+	//	*Task_Loo
 	Kind          isTask_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1546,7 +1596,7 @@ type Task struct {
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[20]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1558,7 +1608,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[20]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1571,7 +1621,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{20}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Task) GetKind() isTask_Kind {
@@ -1671,6 +1721,15 @@ func (x *Task) GetGriefGrad() *GRIEFGradTask {
 	return nil
 }
 
+func (x *Task) GetLoo() *LOOTask {
+	if x != nil {
+		if x, ok := x.Kind.(*Task_Loo); ok {
+			return x.Loo
+		}
+	}
+	return nil
+}
+
 type isTask_Kind interface {
 	isTask_Kind()
 }
@@ -1715,6 +1774,10 @@ type Task_GriefGrad struct {
 	GriefGrad *GRIEFGradTask `protobuf:"bytes,10,opt,name=grief_grad,json=griefGrad,proto3,oneof"`
 }
 
+type Task_Loo struct {
+	Loo *LOOTask `protobuf:"bytes,11,opt,name=loo,proto3,oneof"`
+}
+
 func (*Task_Moments) isTask_Kind() {}
 
 func (*Task_Gram) isTask_Kind() {}
@@ -1735,6 +1798,8 @@ func (*Task_VofTrig) isTask_Kind() {}
 
 func (*Task_GriefGrad) isTask_Kind() {}
 
+func (*Task_Loo) isTask_Kind() {}
+
 type Gram struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	S             int32                  `protobuf:"varint,1,opt,name=s,proto3" json:"s,omitempty"`
@@ -1748,7 +1813,7 @@ type Gram struct {
 
 func (x *Gram) Reset() {
 	*x = Gram{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[21]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1760,7 +1825,7 @@ func (x *Gram) String() string {
 func (*Gram) ProtoMessage() {}
 
 func (x *Gram) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[21]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1773,7 +1838,7 @@ func (x *Gram) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gram.ProtoReflect.Descriptor instead.
 func (*Gram) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{21}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Gram) GetS() int32 {
@@ -1824,7 +1889,7 @@ type Moments struct {
 
 func (x *Moments) Reset() {
 	*x = Moments{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[22]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1836,7 +1901,7 @@ func (x *Moments) String() string {
 func (*Moments) ProtoMessage() {}
 
 func (x *Moments) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[22]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1849,7 +1914,7 @@ func (x *Moments) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Moments.ProtoReflect.Descriptor instead.
 func (*Moments) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{22}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Moments) GetN() int64 {
@@ -1896,7 +1961,7 @@ type Vector struct {
 
 func (x *Vector) Reset() {
 	*x = Vector{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[23]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1908,7 +1973,7 @@ func (x *Vector) String() string {
 func (*Vector) ProtoMessage() {}
 
 func (x *Vector) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[23]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1921,7 +1986,7 @@ func (x *Vector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Vector.ProtoReflect.Descriptor instead.
 func (*Vector) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{23}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Vector) GetValues() []float64 {
@@ -1941,7 +2006,7 @@ type Sum struct {
 
 func (x *Sum) Reset() {
 	*x = Sum{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[24]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1953,7 +2018,7 @@ func (x *Sum) String() string {
 func (*Sum) ProtoMessage() {}
 
 func (x *Sum) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[24]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1966,7 +2031,7 @@ func (x *Sum) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sum.ProtoReflect.Descriptor instead.
 func (*Sum) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{24}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Sum) GetParts() []*Vector {
@@ -1994,7 +2059,7 @@ type Rows struct {
 
 func (x *Rows) Reset() {
 	*x = Rows{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[25]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2006,7 +2071,7 @@ func (x *Rows) String() string {
 func (*Rows) ProtoMessage() {}
 
 func (x *Rows) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[25]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2019,7 +2084,7 @@ func (x *Rows) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rows.ProtoReflect.Descriptor instead.
 func (*Rows) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{25}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Rows) GetD() int32 {
@@ -2055,7 +2120,7 @@ type Distinct struct {
 
 func (x *Distinct) Reset() {
 	*x = Distinct{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[26]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2067,7 +2132,7 @@ func (x *Distinct) String() string {
 func (*Distinct) ProtoMessage() {}
 
 func (x *Distinct) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[26]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2080,7 +2145,7 @@ func (x *Distinct) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Distinct.ProtoReflect.Descriptor instead.
 func (*Distinct) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{26}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Distinct) GetCap() int32 {
@@ -2112,7 +2177,7 @@ type Sample struct {
 
 func (x *Sample) Reset() {
 	*x = Sample{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[27]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2124,7 +2189,7 @@ func (x *Sample) String() string {
 func (*Sample) ProtoMessage() {}
 
 func (x *Sample) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[27]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2137,7 +2202,7 @@ func (x *Sample) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sample.ProtoReflect.Descriptor instead.
 func (*Sample) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{27}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Sample) GetK() int32 {
@@ -2195,7 +2260,7 @@ type VOFKufStats struct {
 
 func (x *VOFKufStats) Reset() {
 	*x = VOFKufStats{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[28]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2207,7 +2272,7 @@ func (x *VOFKufStats) String() string {
 func (*VOFKufStats) ProtoMessage() {}
 
 func (x *VOFKufStats) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[28]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2220,7 +2285,7 @@ func (x *VOFKufStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VOFKufStats.ProtoReflect.Descriptor instead.
 func (*VOFKufStats) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{28}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *VOFKufStats) GetM() int32 {
@@ -2305,7 +2370,7 @@ type VOFTrigStats struct {
 
 func (x *VOFTrigStats) Reset() {
 	*x = VOFTrigStats{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[29]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2317,7 +2382,7 @@ func (x *VOFTrigStats) String() string {
 func (*VOFTrigStats) ProtoMessage() {}
 
 func (x *VOFTrigStats) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[29]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2330,7 +2395,7 @@ func (x *VOFTrigStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VOFTrigStats.ProtoReflect.Descriptor instead.
 func (*VOFTrigStats) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{29}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *VOFTrigStats) GetT() int32 {
@@ -2416,7 +2481,7 @@ type Stats struct {
 
 func (x *Stats) Reset() {
 	*x = Stats{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[30]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2428,7 +2493,7 @@ func (x *Stats) String() string {
 func (*Stats) ProtoMessage() {}
 
 func (x *Stats) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[30]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2441,7 +2506,7 @@ func (x *Stats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stats.ProtoReflect.Descriptor instead.
 func (*Stats) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{30}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Stats) GetKind() isStats_Kind {
@@ -2644,7 +2709,9 @@ const file_gpreduce_v1_types_proto_rawDesc = "" +
 	"\flengthscales\x18\x03 \x03(\x01R\flengthscales\x12\x12\n" +
 	"\x04grad\x18\x04 \x01(\bR\x04grad\"@\n" +
 	"\bRowsTask\x124\n" +
-	"\ttransform\x18\x01 \x01(\v2\x16.gpreduce.v1.TransformR\ttransform\"\xb2\x01\n" +
+	"\ttransform\x18\x01 \x01(\v2\x16.gpreduce.v1.TransformR\ttransform\"\x1f\n" +
+	"\aLOOTask\x12\x14\n" +
+	"\x05model\x18\x01 \x01(\fR\x05model\"\xb2\x01\n" +
 	"\bKernelOp\x12\x16\n" +
 	"\x06kernel\x18\x01 \x01(\tR\x06kernel\x12\"\n" +
 	"\flengthscales\x18\x02 \x03(\x01R\flengthscales\x12'\n" +
@@ -2694,7 +2761,7 @@ const file_gpreduce_v1_types_proto_rawDesc = "" +
 	"\ffeature_grad\x18\b \x01(\bR\vfeatureGrad\x12+\n" +
 	"\x05batch\x18\t \x01(\v2\x15.gpreduce.v1.VOFBatchR\x05batch\"%\n" +
 	"\vMissingBlob\x12\x16\n" +
-	"\x06sha256\x18\x01 \x01(\fR\x06sha256\"\x8f\x04\n" +
+	"\x06sha256\x18\x01 \x01(\fR\x06sha256\"\xb9\x04\n" +
 	"\x04Task\x124\n" +
 	"\amoments\x18\x01 \x01(\v2\x18.gpreduce.v1.MomentsTaskH\x00R\amoments\x12+\n" +
 	"\x04gram\x18\x02 \x01(\v2\x15.gpreduce.v1.GramTaskH\x00R\x04gram\x12(\n" +
@@ -2707,7 +2774,8 @@ const file_gpreduce_v1_types_proto_rawDesc = "" +
 	"\bvof_trig\x18\t \x01(\v2\x18.gpreduce.v1.VOFTrigTaskH\x00R\avofTrig\x12;\n" +
 	"\n" +
 	"grief_grad\x18\n" +
-	" \x01(\v2\x1a.gpreduce.v1.GRIEFGradTaskH\x00R\tgriefGradB\x06\n" +
+	" \x01(\v2\x1a.gpreduce.v1.GRIEFGradTaskH\x00R\tgriefGrad\x12(\n" +
+	"\x03loo\x18\v \x01(\v2\x14.gpreduce.v1.LOOTaskH\x00R\x03looB\x06\n" +
 	"\x04kind\"N\n" +
 	"\x04Gram\x12\f\n" +
 	"\x01s\x18\x01 \x01(\x05R\x01s\x12\f\n" +
@@ -2782,7 +2850,7 @@ func file_gpreduce_v1_types_proto_rawDescGZIP() []byte {
 	return file_gpreduce_v1_types_proto_rawDescData
 }
 
-var file_gpreduce_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_gpreduce_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_gpreduce_v1_types_proto_goTypes = []any{
 	(*DataSource)(nil),    // 0: gpreduce.v1.DataSource
 	(*ShardRef)(nil),      // 1: gpreduce.v1.ShardRef
@@ -2797,29 +2865,30 @@ var file_gpreduce_v1_types_proto_goTypes = []any{
 	(*SampleTask)(nil),    // 10: gpreduce.v1.SampleTask
 	(*RFFTask)(nil),       // 11: gpreduce.v1.RFFTask
 	(*RowsTask)(nil),      // 12: gpreduce.v1.RowsTask
-	(*KernelOp)(nil),      // 13: gpreduce.v1.KernelOp
-	(*KernelTask)(nil),    // 14: gpreduce.v1.KernelTask
-	(*VOFModel)(nil),      // 15: gpreduce.v1.VOFModel
-	(*VOFKufTask)(nil),    // 16: gpreduce.v1.VOFKufTask
-	(*VOFBatch)(nil),      // 17: gpreduce.v1.VOFBatch
-	(*VOFTrigTask)(nil),   // 18: gpreduce.v1.VOFTrigTask
-	(*MissingBlob)(nil),   // 19: gpreduce.v1.MissingBlob
-	(*Task)(nil),          // 20: gpreduce.v1.Task
-	(*Gram)(nil),          // 21: gpreduce.v1.Gram
-	(*Moments)(nil),       // 22: gpreduce.v1.Moments
-	(*Vector)(nil),        // 23: gpreduce.v1.Vector
-	(*Sum)(nil),           // 24: gpreduce.v1.Sum
-	(*Rows)(nil),          // 25: gpreduce.v1.Rows
-	(*Distinct)(nil),      // 26: gpreduce.v1.Distinct
-	(*Sample)(nil),        // 27: gpreduce.v1.Sample
-	(*VOFKufStats)(nil),   // 28: gpreduce.v1.VOFKufStats
-	(*VOFTrigStats)(nil),  // 29: gpreduce.v1.VOFTrigStats
-	(*Stats)(nil),         // 30: gpreduce.v1.Stats
+	(*LOOTask)(nil),       // 13: gpreduce.v1.LOOTask
+	(*KernelOp)(nil),      // 14: gpreduce.v1.KernelOp
+	(*KernelTask)(nil),    // 15: gpreduce.v1.KernelTask
+	(*VOFModel)(nil),      // 16: gpreduce.v1.VOFModel
+	(*VOFKufTask)(nil),    // 17: gpreduce.v1.VOFKufTask
+	(*VOFBatch)(nil),      // 18: gpreduce.v1.VOFBatch
+	(*VOFTrigTask)(nil),   // 19: gpreduce.v1.VOFTrigTask
+	(*MissingBlob)(nil),   // 20: gpreduce.v1.MissingBlob
+	(*Task)(nil),          // 21: gpreduce.v1.Task
+	(*Gram)(nil),          // 22: gpreduce.v1.Gram
+	(*Moments)(nil),       // 23: gpreduce.v1.Moments
+	(*Vector)(nil),        // 24: gpreduce.v1.Vector
+	(*Sum)(nil),           // 25: gpreduce.v1.Sum
+	(*Rows)(nil),          // 26: gpreduce.v1.Rows
+	(*Distinct)(nil),      // 27: gpreduce.v1.Distinct
+	(*Sample)(nil),        // 28: gpreduce.v1.Sample
+	(*VOFKufStats)(nil),   // 29: gpreduce.v1.VOFKufStats
+	(*VOFTrigStats)(nil),  // 30: gpreduce.v1.VOFTrigStats
+	(*Stats)(nil),         // 31: gpreduce.v1.Stats
 }
 var file_gpreduce_v1_types_proto_depIdxs = []int32{
-	23, // 0: gpreduce.v1.GRIEFMap.grid:type_name -> gpreduce.v1.Vector
-	23, // 1: gpreduce.v1.GRIEFMap.q:type_name -> gpreduce.v1.Vector
-	23, // 2: gpreduce.v1.GRIEFMap.log_lam:type_name -> gpreduce.v1.Vector
+	24, // 0: gpreduce.v1.GRIEFMap.grid:type_name -> gpreduce.v1.Vector
+	24, // 1: gpreduce.v1.GRIEFMap.q:type_name -> gpreduce.v1.Vector
+	24, // 2: gpreduce.v1.GRIEFMap.log_lam:type_name -> gpreduce.v1.Vector
 	3,  // 3: gpreduce.v1.GramTask.gl:type_name -> gpreduce.v1.GLMap
 	2,  // 4: gpreduce.v1.GramTask.transform:type_name -> gpreduce.v1.Transform
 	5,  // 5: gpreduce.v1.GramTask.grief:type_name -> gpreduce.v1.GRIEFMap
@@ -2828,41 +2897,42 @@ var file_gpreduce_v1_types_proto_depIdxs = []int32{
 	4,  // 8: gpreduce.v1.RFFTask.rff:type_name -> gpreduce.v1.RFFMap
 	2,  // 9: gpreduce.v1.RFFTask.transform:type_name -> gpreduce.v1.Transform
 	2,  // 10: gpreduce.v1.RowsTask.transform:type_name -> gpreduce.v1.Transform
-	13, // 11: gpreduce.v1.KernelTask.op:type_name -> gpreduce.v1.KernelOp
-	15, // 12: gpreduce.v1.VOFKufTask.model:type_name -> gpreduce.v1.VOFModel
+	14, // 11: gpreduce.v1.KernelTask.op:type_name -> gpreduce.v1.KernelOp
+	16, // 12: gpreduce.v1.VOFKufTask.model:type_name -> gpreduce.v1.VOFModel
 	2,  // 13: gpreduce.v1.VOFKufTask.transform:type_name -> gpreduce.v1.Transform
-	17, // 14: gpreduce.v1.VOFKufTask.batch:type_name -> gpreduce.v1.VOFBatch
+	18, // 14: gpreduce.v1.VOFKufTask.batch:type_name -> gpreduce.v1.VOFBatch
 	2,  // 15: gpreduce.v1.VOFTrigTask.transform:type_name -> gpreduce.v1.Transform
-	17, // 16: gpreduce.v1.VOFTrigTask.batch:type_name -> gpreduce.v1.VOFBatch
+	18, // 16: gpreduce.v1.VOFTrigTask.batch:type_name -> gpreduce.v1.VOFBatch
 	6,  // 17: gpreduce.v1.Task.moments:type_name -> gpreduce.v1.MomentsTask
 	7,  // 18: gpreduce.v1.Task.gram:type_name -> gpreduce.v1.GramTask
 	11, // 19: gpreduce.v1.Task.rff:type_name -> gpreduce.v1.RFFTask
 	12, // 20: gpreduce.v1.Task.rows:type_name -> gpreduce.v1.RowsTask
 	9,  // 21: gpreduce.v1.Task.distinct:type_name -> gpreduce.v1.DistinctTask
 	10, // 22: gpreduce.v1.Task.sample:type_name -> gpreduce.v1.SampleTask
-	14, // 23: gpreduce.v1.Task.kernel:type_name -> gpreduce.v1.KernelTask
-	16, // 24: gpreduce.v1.Task.vof_kuf:type_name -> gpreduce.v1.VOFKufTask
-	18, // 25: gpreduce.v1.Task.vof_trig:type_name -> gpreduce.v1.VOFTrigTask
+	15, // 23: gpreduce.v1.Task.kernel:type_name -> gpreduce.v1.KernelTask
+	17, // 24: gpreduce.v1.Task.vof_kuf:type_name -> gpreduce.v1.VOFKufTask
+	19, // 25: gpreduce.v1.Task.vof_trig:type_name -> gpreduce.v1.VOFTrigTask
 	8,  // 26: gpreduce.v1.Task.grief_grad:type_name -> gpreduce.v1.GRIEFGradTask
-	23, // 27: gpreduce.v1.Sum.parts:type_name -> gpreduce.v1.Vector
-	23, // 28: gpreduce.v1.Distinct.values:type_name -> gpreduce.v1.Vector
-	23, // 29: gpreduce.v1.VOFTrigStats.b:type_name -> gpreduce.v1.Vector
-	23, // 30: gpreduce.v1.VOFTrigStats.p:type_name -> gpreduce.v1.Vector
-	23, // 31: gpreduce.v1.VOFTrigStats.xb:type_name -> gpreduce.v1.Vector
-	23, // 32: gpreduce.v1.VOFTrigStats.xp:type_name -> gpreduce.v1.Vector
-	21, // 33: gpreduce.v1.Stats.gram:type_name -> gpreduce.v1.Gram
-	22, // 34: gpreduce.v1.Stats.moments:type_name -> gpreduce.v1.Moments
-	24, // 35: gpreduce.v1.Stats.sum:type_name -> gpreduce.v1.Sum
-	25, // 36: gpreduce.v1.Stats.rows:type_name -> gpreduce.v1.Rows
-	26, // 37: gpreduce.v1.Stats.distinct:type_name -> gpreduce.v1.Distinct
-	27, // 38: gpreduce.v1.Stats.sample:type_name -> gpreduce.v1.Sample
-	28, // 39: gpreduce.v1.Stats.vof_kuf:type_name -> gpreduce.v1.VOFKufStats
-	29, // 40: gpreduce.v1.Stats.vof_trig:type_name -> gpreduce.v1.VOFTrigStats
-	41, // [41:41] is the sub-list for method output_type
-	41, // [41:41] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	13, // 27: gpreduce.v1.Task.loo:type_name -> gpreduce.v1.LOOTask
+	24, // 28: gpreduce.v1.Sum.parts:type_name -> gpreduce.v1.Vector
+	24, // 29: gpreduce.v1.Distinct.values:type_name -> gpreduce.v1.Vector
+	24, // 30: gpreduce.v1.VOFTrigStats.b:type_name -> gpreduce.v1.Vector
+	24, // 31: gpreduce.v1.VOFTrigStats.p:type_name -> gpreduce.v1.Vector
+	24, // 32: gpreduce.v1.VOFTrigStats.xb:type_name -> gpreduce.v1.Vector
+	24, // 33: gpreduce.v1.VOFTrigStats.xp:type_name -> gpreduce.v1.Vector
+	22, // 34: gpreduce.v1.Stats.gram:type_name -> gpreduce.v1.Gram
+	23, // 35: gpreduce.v1.Stats.moments:type_name -> gpreduce.v1.Moments
+	25, // 36: gpreduce.v1.Stats.sum:type_name -> gpreduce.v1.Sum
+	26, // 37: gpreduce.v1.Stats.rows:type_name -> gpreduce.v1.Rows
+	27, // 38: gpreduce.v1.Stats.distinct:type_name -> gpreduce.v1.Distinct
+	28, // 39: gpreduce.v1.Stats.sample:type_name -> gpreduce.v1.Sample
+	29, // 40: gpreduce.v1.Stats.vof_kuf:type_name -> gpreduce.v1.VOFKufStats
+	30, // 41: gpreduce.v1.Stats.vof_trig:type_name -> gpreduce.v1.VOFTrigStats
+	42, // [42:42] is the sub-list for method output_type
+	42, // [42:42] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_gpreduce_v1_types_proto_init() }
@@ -2870,7 +2940,7 @@ func file_gpreduce_v1_types_proto_init() {
 	if File_gpreduce_v1_types_proto != nil {
 		return
 	}
-	file_gpreduce_v1_types_proto_msgTypes[20].OneofWrappers = []any{
+	file_gpreduce_v1_types_proto_msgTypes[21].OneofWrappers = []any{
 		(*Task_Moments)(nil),
 		(*Task_Gram)(nil),
 		(*Task_Rff)(nil),
@@ -2881,8 +2951,9 @@ func file_gpreduce_v1_types_proto_init() {
 		(*Task_VofKuf)(nil),
 		(*Task_VofTrig)(nil),
 		(*Task_GriefGrad)(nil),
+		(*Task_Loo)(nil),
 	}
-	file_gpreduce_v1_types_proto_msgTypes[30].OneofWrappers = []any{
+	file_gpreduce_v1_types_proto_msgTypes[31].OneofWrappers = []any{
 		(*Stats_Gram)(nil),
 		(*Stats_Moments)(nil),
 		(*Stats_Sum)(nil),
@@ -2898,7 +2969,7 @@ func file_gpreduce_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gpreduce_v1_types_proto_rawDesc), len(file_gpreduce_v1_types_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   31,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,141 @@
+package tasks
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/gpreduce/gpreduce/internal/engine"
+	"github.com/gpreduce/gpreduce/internal/features"
+	"github.com/gpreduce/gpreduce/internal/kernel"
+	"github.com/gpreduce/gpreduce/internal/model"
+	"github.com/gpreduce/gpreduce/internal/reduce"
+	"github.com/gpreduce/gpreduce/internal/shard"
+	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
+)
+
+// LOOTask is the map step of the leave-one-out calibration check of a trained model on its
+// training rows. The model's posterior must be the exact GP posterior of its (finite-rank)
+// kernel at its noise variance s2, as for gl, rff and grief type2: Bayesian linear regression
+// on the features. Then, with m_i and v_i the latent mean and variance at training row i (all
+// rows in the fit) and r_i = y_i - m_i (standardized units), the leave-one-out predictive of y_i
+// (Rasmussen & Williams 2006, §5.4.2, eq. 5.12, with [K_y^-1]_ii = (1 - v_i / s2) / s2 from
+// v_i = s2 [K (K + s2 I)^-1]_ii) has mean y_i - r_i s2 / (s2 - v_i) and variance
+// s2^2 / (s2 - v_i), so the standardized leave-one-out residual is
+//
+//	z_i = r_i / sqrt(s2 - v_i),
+//
+// one prediction per row, no refit. Map returns a Sum with one part {sum z_i^2, #(|z_i| <=
+// 1.96)} over the shard's rows, summed in row order.
+type LOOTask struct {
+	// Model is the trained model; Encoded is its model file (Model.Bytes), which the task's
+	// message carries.
+	Model   *model.Model
+	Encoded []byte
+}
+
+// looCoverageZ is the half-width of the 95% interval in standard deviations (model.Score's).
+const looCoverageZ = 1.96
+
+// Map predicts the shard's rows and sums their standardized leave-one-out residuals.
+func (t *LOOTask) Map(ctx context.Context, _ shard.Ref, tab *shard.Table) (reduce.Stats, error) {
+	m := t.Model
+	if tab.D != m.D {
+		return nil, fmt.Errorf("loo task: the shard has %d inputs, the model %d", tab.D, m.D)
+	}
+	predict, err := m.Posterior.Predictor(m)
+	if err != nil {
+		return nil, fmt.Errorf("loo task: %w", err)
+	}
+	s2 := m.Hyper.NoiseVariance // standardized, as the predictor's outputs
+	d := tab.D
+	x := make([]float64, GramBlockRows*d)
+	mean, vr := make([]float64, GramBlockRows), make([]float64, GramBlockRows)
+	var sumZ2, inside float64
+	for lo := 0; lo < tab.N(); lo += GramBlockRows {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		rows := min(GramBlockRows, tab.N()-lo)
+		for i := 0; i < rows; i++ {
+			m.Transform.ApplyRow(tab.Row(lo+i), x[i*d:(i+1)*d])
+		}
+		predict(x[:rows*d], rows, mean[:rows], vr[:rows])
+		for i := 0; i < rows; i++ {
+			r := m.Transform.Y(tab.Y[lo+i]) - mean[i]
+			// v_i < s2 in exact arithmetic; a row fitted almost wholly by its own target
+			// (v_i -> s2) has r_i -> 0 as well, so the floor only guards the division.
+			den := math.Max(s2-vr[i], 1e-12*s2)
+			z2 := r * r / den
+			sumZ2 += z2
+			if z2 <= looCoverageZ*looCoverageZ {
+				inside++
+			}
+		}
+	}
+	return &reduce.Sum{Parts: [][]float64{{sumZ2, inside}}, N: tab.N()}, nil
+}
+
+func init() {
+	register(Kind{
+		Name:  "loo",
+		Types: []engine.Task{(*LOOTask)(nil)},
+		Encode: func(t engine.Task) (proto.Message, error) {
+			lt := t.(*LOOTask)
+			if lt.Encoded == nil {
+				b, err := lt.Model.Bytes()
+				if err != nil {
+					return nil, fmt.Errorf("loo task: %w", err)
+				}
+				lt.Encoded = b
+			}
+			return &pb.LOOTask{Model: lt.Encoded}, nil
+		},
+		Decode: func(env Env, msg proto.Message) (engine.Task, error) {
+			l, err := message[*pb.LOOTask]("loo", msg)
+			if err != nil {
+				return nil, err
+			}
+			v, err := env.Shared(MapCache, l, func() (any, error) { return model.Decode(bytes.NewReader(l.GetModel())) })
+			if err != nil {
+				return nil, fmt.Errorf("loo task: model: %w", err)
+			}
+			return &LOOTask{Model: v.(*model.Model), Encoded: l.GetModel()}, nil
+		},
+		Inputs: func(t engine.Task) []int {
+			return []int{t.(*LOOTask).Model.D}
+		},
+		Example: func() engine.Task {
+			return &LOOTask{Model: smallModel()}
+		},
+	})
+}
+
+// smallModel is a GRIEF-II model of SmallShard's two inputs with 5 eigenfunctions, for the
+// loo kind's example.
+func smallModel() *model.Model {
+	ls := []float64{0.7, 1.3}
+	g, err := features.NewGRIEF(kernel.RBF, ls, 1, [][]float64{{-1, 0, 1}, {-1.5, 0, 0.5, 1.5}}, 5)
+	if err != nil {
+		panic(fmt.Sprintf("tasks: example GRIEF map: %v", err))
+	}
+	p := g.NumFeatures()
+	beta, c := make([]float64, p), make([]float64, p*p)
+	for i := range beta {
+		beta[i] = 0.1 * math.Sin(float64(i+1))
+		c[i*p+i] = 0.01
+	}
+	return &model.Model{
+		Version: model.Version, Method: "grief", Kernel: "rbf", D: 2, NTrain: smallRows,
+		Transform: smallTransform(),
+		Hyper:     model.Hyper{Lengthscales: ls, SignalVariance: 1, NoiseVariance: 0.1},
+		Posterior: &model.GRIEFPosterior{
+			Map: model.GRIEFParams{Lengthscales: g.Lengthscales, SignalVariance: g.SignalVariance,
+				Grid: g.Grid, Q: g.Q, LogLam: g.LogLam, Idx: g.Idx, LogLamP: g.LogLamP},
+			Post: &model.GRIEFPost{Inference: "type2", Beta: beta, C: c},
+		},
+	}
+}

@@ -32,7 +32,7 @@ import (
 // 1.96)} over the shard's rows, summed in row order.
 type LOOTask struct {
 	// Model is the trained model; Encoded is its model file (Model.Bytes), which the task's
-	// message carries.
+	// message carries (encoded per message when nil: set it when the task goes to many shards).
 	Model   *model.Model
 	Encoded []byte
 }
@@ -84,15 +84,16 @@ func init() {
 		Name:  "loo",
 		Types: []engine.Task{(*LOOTask)(nil)},
 		Encode: func(t engine.Task) (proto.Message, error) {
+			// Encode may run for many shards at once: it reads the task, never writes it.
 			lt := t.(*LOOTask)
-			if lt.Encoded == nil {
-				b, err := lt.Model.Bytes()
-				if err != nil {
+			b := lt.Encoded
+			if b == nil {
+				var err error
+				if b, err = lt.Model.Bytes(); err != nil {
 					return nil, fmt.Errorf("loo task: %w", err)
 				}
-				lt.Encoded = b
 			}
-			return &pb.LOOTask{Model: lt.Encoded}, nil
+			return &pb.LOOTask{Model: b}, nil
 		},
 		Decode: func(env Env, msg proto.Message) (engine.Task, error) {
 			l, err := message[*pb.LOOTask]("loo", msg)

@@ -51,7 +51,11 @@ func (r *run) checkLOO(ctx context.Context, eng engine.Engine, m *model.Model) e
 		return nil
 	}
 	r.obs(Event{Phase: "loo", Message: fmt.Sprintf("leave-one-out check on the %d training rows", m.NTrain)})
-	st, err := eng.Reduce(ctx, &tasks.LOOTask{Model: m})
+	b, err := m.Bytes()
+	if err != nil {
+		return fmt.Errorf("leave-one-out pass: %w", err)
+	}
+	st, err := eng.Reduce(ctx, &tasks.LOOTask{Model: m, Encoded: b})
 	if err != nil {
 		return fmt.Errorf("leave-one-out pass: %w", err)
 	}

@@ -28,13 +28,16 @@ import (
 //
 //	z_i = r_i / sqrt(s2 - v_i),
 //
-// one prediction per row, no refit. Map returns a Sum with one part {sum z_i^2, #(|z_i| <=
-// 1.96)} over the shard's rows, summed in row order.
+// one prediction per row, no refit. Each z_i depends on row i alone, so a subset of rows
+// estimates the mean square: Map takes the shard's rows 0, Stride, 2 Stride, ... and returns
+// a Sum with one part {sum z_i^2, #(|z_i| <= 1.96), #rows checked}, summed in row order.
 type LOOTask struct {
 	// Model is the trained model; Encoded is its model file (Model.Bytes), which the task's
 	// message carries (encoded per message when nil: set it when the task goes to many shards).
 	Model   *model.Model
 	Encoded []byte
+	// Stride is the step between checked rows of a shard (0 or 1: every row).
+	Stride int
 }
 
 // looCoverageZ is the half-width of the 95% interval in standard deviations (model.Score's).
@@ -51,21 +54,22 @@ func (t *LOOTask) Map(ctx context.Context, _ shard.Ref, tab *shard.Table) (reduc
 		return nil, fmt.Errorf("loo task: %w", err)
 	}
 	s2 := m.Hyper.NoiseVariance // standardized, as the predictor's outputs
-	d := tab.D
+	d, step := tab.D, max(1, t.Stride)
+	checked := (tab.N() + step - 1) / step // rows 0, step, ... below N
 	x := make([]float64, GramBlockRows*d)
 	mean, vr := make([]float64, GramBlockRows), make([]float64, GramBlockRows)
 	var sumZ2, inside float64
-	for lo := 0; lo < tab.N(); lo += GramBlockRows {
+	for lo := 0; lo < checked; lo += GramBlockRows {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		rows := min(GramBlockRows, tab.N()-lo)
+		rows := min(GramBlockRows, checked-lo)
 		for i := 0; i < rows; i++ {
-			m.Transform.ApplyRow(tab.Row(lo+i), x[i*d:(i+1)*d])
+			m.Transform.ApplyRow(tab.Row((lo+i)*step), x[i*d:(i+1)*d])
 		}
 		predict(x[:rows*d], rows, mean[:rows], vr[:rows])
 		for i := 0; i < rows; i++ {
-			r := m.Transform.Y(tab.Y[lo+i]) - mean[i]
+			r := m.Transform.Y(tab.Y[(lo+i)*step]) - mean[i]
 			// v_i < s2 in exact arithmetic; a row fitted almost wholly by its own target
 			// (v_i -> s2) has r_i -> 0 as well, so the floor only guards the division.
 			den := math.Max(s2-vr[i], 1e-12*s2)
@@ -76,7 +80,7 @@ func (t *LOOTask) Map(ctx context.Context, _ shard.Ref, tab *shard.Table) (reduc
 			}
 		}
 	}
-	return &reduce.Sum{Parts: [][]float64{{sumZ2, inside}}, N: tab.N()}, nil
+	return &reduce.Sum{Parts: [][]float64{{sumZ2, inside, float64(checked)}}, N: tab.N()}, nil
 }
 
 func init() {
@@ -93,7 +97,7 @@ func init() {
 					return nil, fmt.Errorf("loo task: %w", err)
 				}
 			}
-			return &pb.LOOTask{Model: b}, nil
+			return &pb.LOOTask{Model: b, Stride: int32(lt.Stride)}, nil
 		},
 		Decode: func(env Env, msg proto.Message) (engine.Task, error) {
 			l, err := message[*pb.LOOTask]("loo", msg)
@@ -104,13 +108,16 @@ func init() {
 			if err != nil {
 				return nil, fmt.Errorf("loo task: model: %w", err)
 			}
-			return &LOOTask{Model: v.(*model.Model), Encoded: l.GetModel()}, nil
+			if l.GetStride() < 0 {
+				return nil, fmt.Errorf("loo task: stride %d is negative", l.GetStride())
+			}
+			return &LOOTask{Model: v.(*model.Model), Encoded: l.GetModel(), Stride: int(l.GetStride())}, nil
 		},
 		Inputs: func(t engine.Task) []int {
 			return []int{t.(*LOOTask).Model.D}
 		},
 		Example: func() engine.Task {
-			return &LOOTask{Model: smallModel()}
+			return &LOOTask{Model: smallModel(), Stride: 3}
 		},
 	})
 }

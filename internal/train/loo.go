@@ -14,6 +14,11 @@ import (
 // looMinRows is the fewest training rows for which the leave-one-out check is made.
 const looMinRows = 20
 
+// looMaxRows is about the most training rows the map-round check predicts (checkLOO): each
+// standardized residual depends on its row alone, and at 50,000 rows the mean square's
+// standard error, about sqrt(2/50000) = 0.006, is far inside the band of looBand.
+const looMaxRows = 50000
+
 // looBand is the half-width of the band around 1 in which the mean square of n standardized
 // leave-one-out residuals of a model that fits the data lies: each is N(0, 1), so their mean
 // square has standard deviation about sqrt(2/n); the band is 4 of those, and at least 0.25.
@@ -45,26 +50,28 @@ func warnLOO(m *model.Model, resid, variance []float64) {
 // of its finite-rank kernel (gl, rff, grief type2 and type2-weights) as one map round over the
 // training rows (tasks.LOOTask: z_i = r_i / sqrt(s2 - v_i) from one prediction per row) and
 // adds the WarnCalibration warning of warnCalibration. The model file goes to the workers
-// once per shard task; the pass costs one prediction of the training rows.
+// once per shard task; the pass predicts every stride-th row of each shard, stride =
+// ceil(n / looMaxRows), so it costs at most about looMaxRows predictions.
 func (r *run) checkLOO(ctx context.Context, eng engine.Engine, m *model.Model) error {
 	if m.NTrain < looMinRows {
 		return nil
 	}
-	r.obs(Event{Phase: "loo", Message: fmt.Sprintf("leave-one-out check on the %d training rows", m.NTrain)})
+	stride := (m.NTrain + looMaxRows - 1) / looMaxRows
+	r.obs(Event{Phase: "loo", Message: fmt.Sprintf("leave-one-out check on every %d-th of the %d training rows", stride, m.NTrain)})
 	b, err := m.Bytes()
 	if err != nil {
 		return fmt.Errorf("leave-one-out pass: %w", err)
 	}
-	st, err := eng.Reduce(ctx, &tasks.LOOTask{Model: m, Encoded: b})
+	st, err := eng.Reduce(ctx, &tasks.LOOTask{Model: m, Encoded: b, Stride: stride})
 	if err != nil {
 		return fmt.Errorf("leave-one-out pass: %w", err)
 	}
 	sum, ok := st.(*reduce.Sum)
-	if !ok || len(sum.Parts) != 1 || len(sum.Parts[0]) != 2 || sum.N < 1 {
-		return fmt.Errorf("leave-one-out pass returned %T, not one part of two sums", st)
+	if !ok || len(sum.Parts) != 1 || len(sum.Parts[0]) != 3 || !(sum.Parts[0][2] >= 1) {
+		return fmt.Errorf("leave-one-out pass returned %T, not one part of three sums", st)
 	}
-	n := float64(sum.N)
-	warnCalibration(m, int(sum.N), sum.Parts[0][0]/n, sum.Parts[0][1]/n)
+	n := sum.Parts[0][2]
+	warnCalibration(m, int(n), sum.Parts[0][0]/n, sum.Parts[0][1]/n)
 	return nil
 }
 

@@ -68,10 +68,10 @@ func looSums(t *testing.T, m *model.Model, tab *shard.Table) (ms, cov float64) {
 		t.Fatal(err)
 	}
 	sum := st.(*reduce.Sum)
-	if sum.N != tab.N() {
-		t.Fatalf("the pass counted %d rows of %d", sum.N, tab.N())
+	if sum.N != tab.N() || sum.Parts[0][2] != float64(tab.N()) {
+		t.Fatalf("the pass counted %v rows of %d", sum.Parts[0][2], tab.N())
 	}
-	return sum.Parts[0][0] / float64(sum.N), sum.Parts[0][1] / float64(sum.N)
+	return sum.Parts[0][0] / float64(tab.N()), sum.Parts[0][1] / float64(tab.N())
 }
 
 // TestLOOTaskMatchesExactLOO: the map round's z_i = r_i / sqrt(s2 - v_i), from one in-sample
@@ -104,6 +104,19 @@ func TestLOOTaskMatchesExactLOO(t *testing.T) {
 	t.Logf("mean square %.12g (eq. 5.12: %.12g), coverage %.4f", ms, want, cov)
 	if math.Abs(ms-want) > 1e-8*want || cov != inside/float64(len(resid)) {
 		t.Errorf("map round: mean square %.12g, coverage %v; eq. 5.12: %.12g, %v", ms, cov, want, inside/float64(len(resid)))
+	}
+	// Stride 3 on one shard checks rows 0, 3, ..., 198: 67 of them.
+	st, err := localEngine(t, tab, 1, 1).Reduce(context.Background(), &tasks.LOOTask{Model: m, Stride: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var every3 float64
+	for i := 0; i < len(resid); i += 3 {
+		every3 += resid[i] * resid[i] / variance[i]
+	}
+	got := st.(*reduce.Sum).Parts[0]
+	if got[2] != 67 || math.Abs(got[0]-every3) > 1e-8*every3 {
+		t.Errorf("stride 3: %v rows, sum of z^2 %.12g; want 67 rows, %.12g", got[2], got[0], every3)
 	}
 }
 

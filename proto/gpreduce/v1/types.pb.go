@@ -912,11 +912,12 @@ func (x *RowsTask) GetTransform() *Transform {
 // LOOTask is the leave-one-out calibration check of a trained model on its training rows
 // (tasks.LOOTask): `model` is the model file (model.Model.Bytes) of a model whose posterior
 // is the exact GP posterior of a finite-rank kernel (gl, rff, grief type2). Each shard returns
-// one part of two sums over its rows: z_i^2 and the count of |z_i| <= 1.96, with z_i the
-// standardized leave-one-out residual.
+// one part of three sums over its rows 0, stride, 2 stride, ...: z_i^2, the count of
+// |z_i| <= 1.96 (z_i the standardized leave-one-out residual) and the count of rows checked.
 type LOOTask struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Model         []byte                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	Stride        int32                  `protobuf:"varint,2,opt,name=stride,proto3" json:"stride,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -956,6 +957,13 @@ func (x *LOOTask) GetModel() []byte {
 		return x.Model
 	}
 	return nil
+}
+
+func (x *LOOTask) GetStride() int32 {
+	if x != nil {
+		return x.Stride
+	}
+	return 0
 }
 
 // KernelOp fixes the kernel matrix K = k(X, X) of a job's standardized training inputs at one
@@ -2709,9 +2717,10 @@ const file_gpreduce_v1_types_proto_rawDesc = "" +
 	"\flengthscales\x18\x03 \x03(\x01R\flengthscales\x12\x12\n" +
 	"\x04grad\x18\x04 \x01(\bR\x04grad\"@\n" +
 	"\bRowsTask\x124\n" +
-	"\ttransform\x18\x01 \x01(\v2\x16.gpreduce.v1.TransformR\ttransform\"\x1f\n" +
+	"\ttransform\x18\x01 \x01(\v2\x16.gpreduce.v1.TransformR\ttransform\"7\n" +
 	"\aLOOTask\x12\x14\n" +
-	"\x05model\x18\x01 \x01(\fR\x05model\"\xb2\x01\n" +
+	"\x05model\x18\x01 \x01(\fR\x05model\x12\x16\n" +
+	"\x06stride\x18\x02 \x01(\x05R\x06stride\"\xb2\x01\n" +
 	"\bKernelOp\x12\x16\n" +
 	"\x06kernel\x18\x01 \x01(\tR\x06kernel\x12\"\n" +
 	"\flengthscales\x18\x02 \x03(\x01R\flengthscales\x12'\n" +

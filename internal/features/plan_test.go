@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gpreduce/gpreduce/internal/kernel"
@@ -141,5 +142,50 @@ func TestPlanGLErrors(t *testing.T) {
 	cfg.NodesPerDim = []int{500}
 	if _, err := PlanGL(kernel.RBF, cfg); !errors.Is(err, ErrOverBudget) {
 		t.Fatalf("explicit nodes over the budget: err = %v, want ErrOverBudget", err)
+	}
+}
+
+// TestPlanGLHandNodes: node counts given without a box are each dimension's share: the plan
+// keeps exactly those counts, fits the box and raises the lower lengthscale bound so that the
+// domain covers the inputs (a box sized for the bound 0.05 with 32 nodes covered 0.24 of a
+// 3.5-wide extent), and says so; counts that already resolve the bounds keep them; counts too
+// few for any lengthscale are used as given, with a note; more than max-features fail.
+func TestPlanGLHandNodes(t *testing.T) {
+	wide := GLSizing{N: 900000, SignalVarianceMax: 20, NoiseVarianceMin: 1e-4, MaxFeatures: 8192,
+		LengthscaleMin: []float64{0.05, 0.05}, LengthscaleMax: []float64{100, 100}, Range: []float64{3.5, 3.5}, NodesPerDim: []int{32, 32}}
+	p, err := PlanGL(kernel.RBF, wide)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("nodes %v, box %v, window %v..%v, width %v, notes %q", p.Nodes, p.U, p.LengthscaleMin, p.LengthscaleMax, p.Width, p.Notes)
+	for k := range p.Nodes {
+		if p.Nodes[k] != 32 || !p.Adjusted || !p.FloorRaised || !(p.Width[k] >= wide.Range[k]) || !(p.LengthscaleMin[k] > 0.05) {
+			t.Errorf("dimension %d: nodes %d, adjusted %v, floor raised %v, width %.3g (extent %g), floor %.3g", k, p.Nodes[k], p.Adjusted, p.FloorRaised, p.Width[k], wide.Range[k], p.LengthscaleMin[k])
+		}
+	}
+	narrow := wide
+	narrow.LengthscaleMin, narrow.LengthscaleMax = []float64{1.5, 1.5}, []float64{1.6, 1.6}
+	narrow.NodesPerDim = []int{60, 60}
+	q, err := PlanGL(kernel.RBF, narrow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Adjusted || q.Nodes[0] != 60 || q.LengthscaleMin[0] != 1.5 || q.LengthscaleMax[1] != 1.6 {
+		t.Errorf("resolving counts: adjusted %v, nodes %v, window %v..%v", q.Adjusted, q.Nodes, q.LengthscaleMin, q.LengthscaleMax)
+	}
+	few := wide
+	few.LengthscaleMin, few.LengthscaleMax = []float64{0.3, 0.3}, []float64{2, 2}
+	few.NodesPerDim = []int{10, 10} // step 4 needs about 19
+	f, err := PlanGL(kernel.RBF, few)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Nodes[0] != 10 || !f.Adjusted || len(f.Notes) != 1 || !strings.Contains(f.Notes[0], "too few") || !(f.Width[0] < few.Range[0]) {
+		t.Errorf("too few counts: nodes %v, adjusted %v, width %v, notes %q", f.Nodes, f.Adjusted, f.Width, f.Notes)
+	}
+	over := wide
+	over.NodesPerDim = []int{100, 100} // 10^4 > max-features 8192
+	if _, err := PlanGL(kernel.RBF, over); err == nil {
+		t.Error("10^4 given nodes passed max-features 8192")
 	}
 }

@@ -389,24 +389,55 @@ type GLPlan struct {
 //  4. if the window closes (l_lo > l_hi), the lengthscale is fixed and the resolution factor
 //     drops to b_k / t, down to MinResolveFactor.
 //
-// Overrides (c.U, c.NodesPerDim) are used as given. PlanGL fails, wrapping ErrOverBudget, when
-// even step 4 cannot fit, saying what to change.
+// A box c.U is used as given (with c.NodesPerDim or SizeGL's nodes). Node counts c.NodesPerDim
+// without a box are each dimension's share of step 2: the box and the lengthscale window are
+// fitted to them as above (a box sized for the lower bound with too few nodes aliases on the
+// training inputs themselves: 32 x 32 nodes for bounds 0.05,100 gave a 0.24-wide domain on
+// inputs 3.5 wide and the all-noise fit), and the plan keeps exactly those counts; counts too
+// few for even step 4 are used as given, with the box for the lower bound, and a note that
+// says so. Otherwise PlanGL fails, wrapping ErrOverBudget, when even step 4 cannot fit,
+// saying what to change.
 func PlanGL(f kernel.Family, c GLSizing) (*GLPlan, error) {
 	U, nodes, err := SizeGL(f, c)
-	overrides := c.U != nil || c.NodesPerDim != nil
-	if overrides {
-		if err != nil {
-			return nil, err
-		}
-		p := newPlan(U, nodes, c.LengthscaleMin, c.LengthscaleMax, ResolveFactor, nil)
+	asGiven := func(notes []string) *GLPlan {
+		p := newPlan(U, nodes, c.LengthscaleMin, c.LengthscaleMax, ResolveFactor, notes)
 		for k := range p.Width { // a grid given by hand: the aliasing bound alone
 			p.Width[k] = 2 * float64(nodes[k]-1) / (AliasMargin * U[k])
 		}
-		return p, nil
+		return p
+	}
+	if c.NodesPerDim != nil || c.U != nil {
+		if err != nil { // bad counts or box, or more than max-features
+			return nil, err
+		}
+		if c.U != nil {
+			return asGiven(nil), nil
+		}
+		p, err := planBudget(f, c, c.NodesPerDim)
+		if errors.Is(err, ErrOverBudget) {
+			return asGiven([]string{fmt.Sprintf("nodes-per-dim %v are too few to cover the inputs' extent %v at any lengthscale in the bounds (%v); the grid is used as given with the box for the lower bound, so the model's domain is narrower than the inputs and the features alias beyond it",
+				c.NodesPerDim, fmtG(c.Range), err)}), nil
+		}
+		return p, err
 	}
 	if err != nil && !errors.Is(err, ErrOverBudget) {
 		return nil, err
 	}
+	return planBudget(f, c, nil)
+}
+
+// fmtG formats v with %.4g per element.
+func fmtG(v []float64) string {
+	parts := make([]string, len(v))
+	for i, x := range v {
+		parts[i] = fmt.Sprintf("%.4g", x)
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
+
+// planBudget is PlanGL's budget path, steps 1-4; hand, when not nil, gives each dimension's
+// share of step 2 and the plan's node counts.
+func planBudget(f kernel.Family, c GLSizing, hand []int) (*GLPlan, error) {
 	d := len(c.LengthscaleMin)
 	maxF := c.MaxFeatures
 	if maxF == 0 {
@@ -423,6 +454,14 @@ func PlanGL(f kernel.Family, c GLSizing) (*GLPlan, error) {
 		return math.Max(math.Max(alias, lag), math.Ceil(res*t*hi/lo))
 	}
 	fits := func(need []float64) bool {
+		if hand != nil {
+			for k, v := range need {
+				if v > float64(hand[k]) {
+					return false
+				}
+			}
+			return true
+		}
 		total := 1.0
 		for _, v := range need {
 			total *= v
@@ -434,8 +473,19 @@ func PlanGL(f kernel.Family, c GLSizing) (*GLPlan, error) {
 	for k := range need {
 		need[k] = nodesFor(k, lo[k], hi[k], ResolveFactor)
 	}
+	// withHand gives a plan the given node counts (more nodes than needed only add accuracy).
+	withHand := func(need []float64) []float64 {
+		if hand == nil {
+			return need
+		}
+		out := make([]float64, len(hand))
+		for k, v := range hand {
+			out[k] = float64(v)
+		}
+		return out
+	}
 	if fits(need) {
-		return planOf(t, need, lo, hi, ResolveFactor, nil), nil
+		return planOf(t, withHand(need), lo, hi, ResolveFactor, nil), nil
 	}
 
 	// Step 1: the budget truncation and resolution factor.
@@ -448,10 +498,10 @@ func PlanGL(f kernel.Family, c GLSizing) (*GLPlan, error) {
 		need[k] = nodesFor(k, lo[k], hi[k], BudgetResolveFactor)
 	}
 	if fits(need) {
-		return planOf(t, need, lo, hi, BudgetResolveFactor, notes), nil
+		return planOf(t, withHand(need), lo, hi, BudgetResolveFactor, notes), nil
 	}
 
-	// Step 2: share the budget.
+	// Step 2: share the budget (given node counts are the shares).
 	share := make([]float64, d)
 	order := make([]int, d)
 	for k := range order {
@@ -462,6 +512,9 @@ func PlanGL(f kernel.Family, c GLSizing) (*GLPlan, error) {
 	for i, k := range order {
 		fair := math.Floor(math.Pow(left, 1/float64(d-i)) * (1 + 1e-12))
 		share[k] = math.Min(math.Min(need[k], fair), MaxGaussLegendrePoints)
+		if hand != nil {
+			share[k] = float64(hand[k])
+		}
 		left /= share[k]
 	}
 
@@ -508,7 +561,7 @@ func PlanGL(f kernel.Family, c GLSizing) (*GLPlan, error) {
 	if !fits(need) {
 		return nil, fmt.Errorf("gl sizing: %w: planned %v nodes for max-features %d", ErrOverBudget, need, maxF)
 	}
-	p := planOf(t, need, lo, hi, slices.Min(res), notes)
+	p := planOf(t, withHand(need), lo, hi, slices.Min(res), notes)
 	for k := range lo {
 		p.FloorRaised = p.FloorRaised || lo[k] > c.LengthscaleMin[k]
 	}

@@ -124,10 +124,11 @@ func (r *run) trainGL(ctx context.Context, eng engine.Engine, p *prepared) (*mod
 		return nil, fmt.Errorf("gl: %w", err)
 	}
 	centred := ""
-	if plan.Adjusted && len(nodes) == 0 && len(gs.GetGlBox()) == 0 {
-		// Over budget: size for a window around the searched lengthscales instead of the
-		// whole box, the widest of glWindows that the budget holds without raising its floor
-		// (PlanGL keeps a window's top and raises its floor, which would leave the fit outside).
+	if plan.Adjusted && len(gs.GetGlBox()) == 0 {
+		// Over budget (max-features, or the nodes-per-dim given): size for a window around
+		// the searched lengthscales instead of the whole box, the widest of glWindows that the
+		// budget holds without raising its floor (PlanGL keeps a window's top and raises its
+		// floor, which would leave the fit outside).
 		for _, w := range glWindows() {
 			for k := range lmin {
 				l0 := math.Exp(x0[k])
@@ -157,8 +158,12 @@ func (r *run) trainGL(ctx context.Context, eng engine.Engine, p *prepared) (*mod
 		if centred != "" {
 			notes = append([]string{centred}, notes...)
 		}
-		sizing = fmt.Sprintf("gl: the lengthscale bounds %g,%g need more than max-features %d Gauss-Legendre features; %s",
-			spec.LengthscaleBounds[0], spec.LengthscaleBounds[1], maxFeatures, strings.Join(notes, "; "))
+		budget := fmt.Sprintf("more than max-features %d Gauss-Legendre features", maxFeatures)
+		if len(gs.GetNodesPerDim()) > 0 {
+			budget = fmt.Sprintf("more Gauss-Legendre nodes than nodes-per-dim %v", gs.GetNodesPerDim())
+		}
+		sizing = fmt.Sprintf("gl: the lengthscale bounds %g,%g need %s; %s",
+			spec.LengthscaleBounds[0], spec.LengthscaleBounds[1], budget, strings.Join(notes, "; "))
 		obs(Event{Phase: "sizing", Message: sizing})
 	}
 

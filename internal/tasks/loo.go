@@ -104,12 +104,12 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
+			if l.GetStride() < 0 {
+				return nil, fmt.Errorf("loo task: stride %d is negative", l.GetStride())
+			}
 			v, err := env.Shared(MapCache, l, func() (any, error) { return model.Decode(bytes.NewReader(l.GetModel())) })
 			if err != nil {
 				return nil, fmt.Errorf("loo task: model: %w", err)
-			}
-			if l.GetStride() < 0 {
-				return nil, fmt.Errorf("loo task: stride %d is negative", l.GetStride())
 			}
 			return &LOOTask{Model: v.(*model.Model), Encoded: l.GetModel(), Stride: int(l.GetStride())}, nil
 		},

@@ -57,7 +57,11 @@ func (r *run) checkLOO(ctx context.Context, eng engine.Engine, m *model.Model) e
 		return nil
 	}
 	stride := (m.NTrain + looMaxRows - 1) / looMaxRows
-	r.obs(Event{Phase: "loo", Message: fmt.Sprintf("leave-one-out check on every %d-th of the %d training rows", stride, m.NTrain)})
+	rows := fmt.Sprintf("the %d training rows", m.NTrain)
+	if stride > 1 {
+		rows = fmt.Sprintf("every %d-th of %s", stride, rows)
+	}
+	r.obs(Event{Phase: "loo", Message: "leave-one-out check on " + rows})
 	b, err := m.Bytes()
 	if err != nil {
 		return fmt.Errorf("leave-one-out pass: %w", err)

@@ -175,10 +175,10 @@ func (s *Spec) griefInference() string {
 // the eigenfunctions the method may take (griefLadderTop for GRIEF-II's default ladder, else
 // griefP), at most griefAutoGridMax. The grid has m_bar^d product eigenfunctions, so with 10
 // points per column p is capped at 100 on 2-D data and 1000 on 3-D data whatever the ladder or
-// the spec asks for: on 54,000 rows of a 2-D function with noise 0.1, 100 eigenfunctions of the
-// 10 x 10 grid left out 0.35 of the prior variance per row and predicted with RMSE 0.29, where
-// 1000 of a 45 x 45 grid reached the noise (0.1005). From d = 4 on, 10^d >= 4000 and the
-// paper's grid stands.
+// the spec asks for: on 54,000 rows of a 2-D function with noise 0.1 (scripts/synth-2d.py),
+// 100 eigenfunctions of the 10 x 10 grid left out a tenth of the prior variance per row and
+// predicted with RMSE 0.29, where 1000 of a 45 x 45 grid reached the noise (0.0994). From
+// d = 4 on, 10^d >= 4000 and the paper's grid stands.
 func (s *Spec) griefGrid(n, d int) int {
 	if g := griefSettings(s).GetGrid(); g != 0 {
 		return int(g)

@@ -415,8 +415,8 @@ func PlanGL(f kernel.Family, c GLSizing) (*GLPlan, error) {
 		}
 		p, err := planBudget(f, c, c.NodesPerDim)
 		if errors.Is(err, ErrOverBudget) {
-			return asGiven([]string{fmt.Sprintf("nodes-per-dim %v are too few to cover the inputs' extent %v at any lengthscale in the bounds (%v); the grid is used as given with the box for the lower bound, so the model's domain is narrower than the inputs and the features alias beyond it",
-				c.NodesPerDim, fmtG(c.Range), err)}), nil
+			return asGiven([]string{fmt.Sprintf("nodes-per-dim %v are too few to cover the inputs' extent %.4g at any lengthscale in the bounds (%v); the grid is used as given with the box for the lower bound, so the model's domain is narrower than the inputs and the features alias beyond it",
+				c.NodesPerDim, c.Range, err)}), nil
 		}
 		return p, err
 	}
@@ -424,15 +424,6 @@ func PlanGL(f kernel.Family, c GLSizing) (*GLPlan, error) {
 		return nil, err
 	}
 	return planBudget(f, c, nil)
-}
-
-// fmtG formats v with %.4g per element.
-func fmtG(v []float64) string {
-	parts := make([]string, len(v))
-	for i, x := range v {
-		parts[i] = fmt.Sprintf("%.4g", x)
-	}
-	return "[" + strings.Join(parts, " ") + "]"
 }
 
 // planBudget is PlanGL's budget path, steps 1-4; hand, when not nil, gives each dimension's
@@ -474,15 +465,15 @@ func planBudget(f kernel.Family, c GLSizing, hand []int) (*GLPlan, error) {
 		need[k] = nodesFor(k, lo[k], hi[k], ResolveFactor)
 	}
 	// withHand gives a plan the given node counts (more nodes than needed only add accuracy).
+	var handF []float64
+	for _, v := range hand {
+		handF = append(handF, float64(v))
+	}
 	withHand := func(need []float64) []float64 {
 		if hand == nil {
 			return need
 		}
-		out := make([]float64, len(hand))
-		for k, v := range hand {
-			out[k] = float64(v)
-		}
-		return out
+		return handF
 	}
 	if fits(need) {
 		return planOf(t, withHand(need), lo, hi, ResolveFactor, nil), nil

@@ -13,6 +13,10 @@ type Metrics struct {
 	Coverage95 float64 // share of y within mean +- 1.96 sqrt(noisy variance)
 }
 
+// Z95 is the half-width of the central 95% interval of a Gaussian in standard deviations:
+// the coverage95 metric counts |y - mean| <= Z95 sqrt(noisy variance).
+const Z95 = 1.96
+
 // Score compares predictions with the observed targets y.
 func Score(p Prediction, y []float64) (Metrics, error) {
 	if len(y) != len(p.Mean) || len(y) == 0 {
@@ -25,7 +29,7 @@ func Score(p Prediction, y []float64) (Metrics, error) {
 		v := p.NoisyVar[i]
 		se += r * r
 		nll += 0.5*math.Log(2*math.Pi*v) + r*r/(2*v)
-		if math.Abs(r) <= 1.96*math.Sqrt(v) {
+		if math.Abs(r) <= Z95*math.Sqrt(v) {
 			in++
 		}
 	}

@@ -40,9 +40,6 @@ type LOOTask struct {
 	Stride int
 }
 
-// looCoverageZ is the half-width of the 95% interval in standard deviations (model.Score's).
-const looCoverageZ = 1.96
-
 // Map predicts the shard's rows and sums their standardized leave-one-out residuals.
 func (t *LOOTask) Map(ctx context.Context, _ shard.Ref, tab *shard.Table) (reduce.Stats, error) {
 	m := t.Model
@@ -75,7 +72,7 @@ func (t *LOOTask) Map(ctx context.Context, _ shard.Ref, tab *shard.Table) (reduc
 			den := math.Max(s2-vr[i], 1e-12*s2)
 			z2 := r * r / den
 			sumZ2 += z2
-			if z2 <= looCoverageZ*looCoverageZ {
+			if z2 <= model.Z95*model.Z95 {
 				inside++
 			}
 		}

@@ -400,6 +400,138 @@ func TestGRIEFGrid(t *testing.T) {
 	}
 }
 
+// TestGRIEFKMeansAxes: a heavy-tailed column's axis moves to 1-D k-means centres between its
+// extremes (a fixed point of Lloyd's step: every interior point is the mean of the sample values
+// nearest to it; on 0..99 the closed form 0, 33, 66, 99), even-looking columns, levels and short
+// axes keep theirs, and tied quantiles collapse.
+func TestGRIEFKMeansAxes(t *testing.T) {
+	even := func(lo, hi float64, m int) []float64 {
+		ax := make([]float64, m)
+		for j := range ax {
+			ax[j] = lo + float64(j)*(hi-lo)/float64(m-1)
+		}
+		return ax
+	}
+	ramp := make([]float64, 100) // 0..99: range 99, central 80% 79.2, ratio 1.25
+	cube := make([]float64, 101) // (j/10)^6: Q(0.1) = 1, Q(0.9) = 531441, range 1e6, ratio 1.88
+	tail := make([]float64, 101) // 101/(101-j) - 1 (Pareto-like): range 100, Q(0.9)-Q(0.1) = 8.18-0.11, ratio 12.4
+	for j := range ramp {
+		ramp[j] = float64(j)
+	}
+	for j := range tail {
+		tail[j] = 101/float64(101-j) - 1
+		cube[j] = math.Pow(float64(j)/10, 6)
+	}
+	mostlyZero := make([]float64, 100) // 95 zeros and 1..5: Q(0.1) = Q(0.9) = 0
+	for j := 95; j < 100; j++ {
+		mostlyZero[j] = float64(j - 94)
+	}
+	// lloydFixed reports whether every interior point of ax is the mean of the values of s
+	// nearer to it than to its neighbours.
+	lloydFixed := func(ax, s []float64) bool {
+		for j := 1; j < len(ax)-1; j++ {
+			var sum float64
+			var n int
+			for _, v := range s {
+				if v > (ax[j-1]+ax[j])/2 && v <= (ax[j]+ax[j+1])/2 {
+					sum += v
+					n++
+				}
+			}
+			if n == 0 || math.Abs(sum/float64(n)-ax[j]) > 1e-12*math.Abs(ax[j])+1e-15 {
+				return false
+			}
+		}
+		return true
+	}
+	tests := []struct {
+		name   string
+		axis   []float64
+		sample []float64
+		level  bool
+		ratio  float64
+		want   []float64 // nil: unchanged
+		moves  bool      // moved to a Lloyd fixed point (checked by lloydFixed when want is nil)
+	}{
+		{"uniform keeps even", even(0, 99, 10), ramp, false, GRIEFTailRatio, nil, false},
+		{"uniform at ratio 0", even(0, 99, 4), ramp, false, 0, []float64{0, 33, 66, 99}, true},
+		{"skewed below the ratio keeps even", even(0, 1e6, 10), cube, false, GRIEFTailRatio, nil, false},
+		{"heavy tail moves", even(0, tail[100], 6), tail, false, GRIEFTailRatio, nil, true},
+		{"levels stay", []float64{0, 1, 2, 1000}, tail, true, 0, nil, false},
+		{"two points stay", []float64{0, 5}, mostlyZero, false, 0, nil, false},
+		{"ties collapse", even(0, 5, 6), mostlyZero, false, GRIEFTailRatio, []float64{0, 5}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, moved, err := GRIEFKMeansAxes([][]float64{tc.axis, {0, 1}}, [][]float64{tc.sample, {0, 1}}, []bool{tc.level, true}, tc.ratio)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got[1], []float64{0, 1}) {
+				t.Fatalf("level axis became %v", got[1])
+			}
+			if !tc.moves {
+				if len(moved) != 0 || !slices.Equal(got[0], tc.axis) {
+					t.Fatalf("moved %v to %v, want %v unchanged", moved, got[0], tc.axis)
+				}
+				return
+			}
+			if !slices.Equal(moved, []int{0}) {
+				t.Errorf("moved %v, want [0]", moved)
+			}
+			ax := got[0]
+			if tc.want != nil && !slices.Equal(ax, tc.want) {
+				t.Fatalf("axis %v, want %v", ax, tc.want)
+			}
+			if ax[0] != tc.axis[0] || ax[len(ax)-1] != tc.axis[len(tc.axis)-1] || !slices.IsSorted(ax) {
+				t.Fatalf("axis %v does not span %v..%v in order", ax, tc.axis[0], tc.axis[len(tc.axis)-1])
+			}
+			if !lloydFixed(ax, tc.sample) {
+				t.Fatalf("axis %v is not a fixed point of Lloyd's step", ax)
+			}
+			inside := 0 // points among the central 80% of the rows; the even axis has none there
+			for _, v := range ax {
+				if v >= quantile(tc.sample, 0.1) && v <= quantile(tc.sample, 0.9) {
+					inside++
+				}
+			}
+			if tc.want == nil && inside < 2 {
+				t.Errorf("axis %v has %d points among the central 80%% of the rows, want at least 2", ax, inside)
+			}
+		})
+	}
+	// Closed form of the type-7 quantile: on 0..99, Q(p) = 99 p; on j^2 at p = 0.5, between 49^2 and 50^2.
+	sq := []float64{}
+	for j := 0; j < 100; j++ {
+		sq = append(sq, float64(j*j))
+	}
+	for _, c := range []struct {
+		s       []float64
+		p, want float64
+	}{{ramp, 0.25, 24.75}, {ramp, 1, 99}, {sq, 0.5, 2450.5}, {ramp, 0, 0}} {
+		if got := quantile(c.s, c.p); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("quantile(%v) = %v, want %v", c.p, got, c.want)
+		}
+	}
+	bad := []struct {
+		name          string
+		grid, samples [][]float64
+		levels        []bool
+		ratio         float64
+	}{
+		{"lengths", [][]float64{{0, 1, 2}}, nil, []bool{false}, 5},
+		{"empty sample", [][]float64{{0, 1, 2}}, [][]float64{{}}, []bool{false}, 5},
+		{"unsorted sample", [][]float64{{0, 1, 2}}, [][]float64{{2, 1}}, []bool{false}, 5},
+		{"nan sample", [][]float64{{0, 1, 2}}, [][]float64{{0, math.NaN()}}, []bool{false}, 5},
+		{"negative ratio", [][]float64{{0, 1, 2}}, [][]float64{{0, 1}}, []bool{false}, -1},
+	}
+	for _, tc := range bad {
+		if _, _, err := GRIEFKMeansAxes(tc.grid, tc.samples, tc.levels, tc.ratio); err == nil {
+			t.Errorf("%s: accepted", tc.name)
+		}
+	}
+}
+
 func TestGRIEFErrors(t *testing.T) {
 	good := [][]float64{{0, 1}, {0, 0.5, 1}}
 	tests := []struct {

@@ -732,7 +732,12 @@ type GRIEFSettings struct {
 	// type1: retained MALA samples (default 180: 10000 iterations, burn-in 1000, thinning 50)
 	Samples int32 `protobuf:"varint,4,opt,name=samples,proto3" json:"samples,omitempty"`
 	// refuse more features than this (default 8192)
-	MaxFeatures   int32 `protobuf:"varint,5,opt,name=max_features,json=maxFeatures,proto3" json:"max_features,omitempty"`
+	MaxFeatures int32 `protobuf:"varint,5,opt,name=max_features,json=maxFeatures,proto3" json:"max_features,omitempty"`
+	// where each column's grid points sit: auto (evenly between the column's extremes, or at
+	// the 1-D k-means centres of a 2000-row sample when the column is heavy-tailed: range over
+	// 5 times its central 80%; default), even, or kmeans (every continuous column); both
+	// placements are the authors' code's
+	GridPlacement string `protobuf:"bytes,6,opt,name=grid_placement,json=gridPlacement,proto3" json:"grid_placement,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -800,6 +805,13 @@ func (x *GRIEFSettings) GetMaxFeatures() int32 {
 		return x.MaxFeatures
 	}
 	return 0
+}
+
+func (x *GRIEFSettings) GetGridPlacement() string {
+	if x != nil {
+		return x.GridPlacement
+	}
+	return ""
 }
 
 // CGSettings are the settings of cg (the exact GP by distributed conjugate gradients).
@@ -3186,13 +3198,14 @@ const file_gpreduce_v1_coordinator_proto_rawDesc = "" +
 	"\bfeatures\x18\x01 \x01(\x05R\bfeatures\x12!\n" +
 	"\fmax_features\x18\x02 \x01(\x05R\vmaxFeatures\"5\n" +
 	"\rExactSettings\x12$\n" +
-	"\x0eexact_max_rows\x18\x01 \x01(\x05R\fexactMaxRows\"\xa6\x01\n" +
+	"\x0eexact_max_rows\x18\x01 \x01(\x05R\fexactMaxRows\"\xcd\x01\n" +
 	"\rGRIEFSettings\x12\x1c\n" +
 	"\tinference\x18\x01 \x01(\tR\tinference\x12\x12\n" +
 	"\x04grid\x18\x02 \x01(\x05R\x04grid\x12&\n" +
 	"\x0eeigenfunctions\x18\x03 \x01(\x05R\x0eeigenfunctions\x12\x18\n" +
 	"\asamples\x18\x04 \x01(\x05R\asamples\x12!\n" +
-	"\fmax_features\x18\x05 \x01(\x05R\vmaxFeatures\"\x93\x02\n" +
+	"\fmax_features\x18\x05 \x01(\x05R\vmaxFeatures\x12%\n" +
+	"\x0egrid_placement\x18\x06 \x01(\tR\rgridPlacement\"\x93\x02\n" +
 	"\n" +
 	"CGSettings\x12\x1e\n" +
 	"\n" +

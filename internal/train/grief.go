@@ -761,18 +761,11 @@ const griefSampleRows = 2000
 // rows (a bottom-k pass: the same rows for any worker count and after a resume), and says
 // which columns moved.
 func (r *run) griefKMeansAxes(ctx context.Context, eng engine.Engine, p *prepared, grid [][]float64, levels []bool) ([][]float64, error) {
-	st, err := eng.Reduce(ctx, shard.SampleTask{K: griefSampleRows, Seed: r.spec.Seed})
+	smp, err := r.samplePass(ctx, eng, p.d, griefSampleRows)
 	if err != nil {
-		return nil, fmt.Errorf("grid sample pass: %w", err)
-	}
-	smp, ok := st.(*reduce.Sample)
-	if !ok {
-		return nil, fmt.Errorf("grid sample pass returned %T", st)
+		return nil, fmt.Errorf("grid: %w", err)
 	}
 	n := len(smp.Y)
-	if n == 0 || len(smp.X) != n*p.d {
-		return nil, fmt.Errorf("grid sample pass gave %d rows of %d values for d=%d", n, len(smp.X), p.d)
-	}
 	cols := make([][]float64, p.d)
 	for k := range cols {
 		cols[k] = make([]float64, n)

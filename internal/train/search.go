@@ -131,6 +131,25 @@ func (r *run) searchStartOn(ctx context.Context, eng engine.Engine, p *prepared,
 // returns the exact GP on it, standardized, with the rows in ascending key order.
 func (r *run) sampleProblem(ctx context.Context, eng engine.Engine, p *prepared, fam kernel.Family, rows int) (*exactProblem, error) {
 	d := p.d
+	smp, err := r.samplePass(ctx, eng, d, rows)
+	if err != nil {
+		return nil, err
+	}
+	n := len(smp.Y)
+	if n < 2 {
+		return nil, fmt.Errorf("sample pass gave %d rows; the search needs at least 2", n)
+	}
+	x, y := make([]float64, n*d), make([]float64, n)
+	for i := 0; i < n; i++ {
+		p.tf.ApplyRow(smp.X[i*d:(i+1)*d], x[i*d:(i+1)*d])
+		y[i] = p.tf.Y(smp.Y[i])
+	}
+	return &exactProblem{fam: fam, d: d, x: x, y: y}, nil
+}
+
+// samplePass draws the seeded bottom-k sample of min(n, rows) raw rows of d inputs
+// (shard.SampleTask with the spec's seed): the same rows for any worker count and after a resume.
+func (r *run) samplePass(ctx context.Context, eng engine.Engine, d, rows int) (*reduce.Sample, error) {
 	st, err := eng.Reduce(ctx, shard.SampleTask{K: rows, Seed: r.spec.Seed})
 	if err != nil {
 		return nil, fmt.Errorf("sample pass: %w", err)
@@ -139,16 +158,10 @@ func (r *run) sampleProblem(ctx context.Context, eng engine.Engine, p *prepared,
 	if !ok {
 		return nil, fmt.Errorf("sample pass returned %T", st)
 	}
-	n := len(smp.Y)
-	if n < 2 || len(smp.X) != n*d {
-		return nil, fmt.Errorf("sample pass gave %d rows of %d values for d=%d; the search needs at least 2 rows", n, len(smp.X), d)
+	if n := len(smp.Y); n == 0 || len(smp.X) != n*d {
+		return nil, fmt.Errorf("sample pass gave %d rows of %d values for d=%d", n, len(smp.X), d)
 	}
-	x, y := make([]float64, n*d), make([]float64, n)
-	for i := 0; i < n; i++ {
-		p.tf.ApplyRow(smp.X[i*d:(i+1)*d], x[i*d:(i+1)*d])
-		y[i] = p.tf.Y(smp.Y[i])
-	}
-	return &exactProblem{fam: fam, d: d, x: x, y: y}, nil
+	return smp, nil
 }
 
 // head is the exact GP on the first min(n, k) rows.

@@ -26,7 +26,7 @@ func BenchmarkGRIEFIteration(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		grid, err := r.griefGrid(context.Background(), eng, ref.p)
+		grid, _, err := r.griefGrid(context.Background(), eng, ref.p)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -43,7 +43,7 @@ func newGRIEFFixture(t testing.TB, n, d, mbar int, seed uint64) *griefFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	grid, err := r.griefGrid(ctx, eng, ref.p)
+	grid, _, err := r.griefGrid(ctx, eng, ref.p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -808,8 +808,9 @@ func heavy3D(n int, seed uint64) *shard.Table {
 	return t
 }
 
-// TestGRIEFGridFollowsHeavyTails: on heavy-tailed inputs default GRIEF-II puts the grid points
-// at the columns' 1-D k-means centres and predicts within 30% of the exact GP's test RMSE
+// TestGRIEFGridFollowsHeavyTails: on heavy-tailed inputs default GRIEF-II takes the grid with
+// the columns' 1-D k-means centres (its likelihood at the start is far above the even grid's)
+// and predicts within 30% of the exact GP's test RMSE
 // (0.2356 against 0.1869: 13 points per input still limit it); the even grid
 // (--grid-placement even), with most of its points where few rows are, is more than twice the
 // exact RMSE (0.5729), so the test can fail.
@@ -840,8 +841,8 @@ func TestGRIEFGridFollowsHeavyTails(t *testing.T) {
 	rv := rmse(t, me, te)
 	grid := m.Posterior.(*model.GRIEFPosterior).Map.Grid
 	t.Logf("test RMSE: exact %.4f, grief %.4f (grid %v points), even grid %.4f (warnings %v)", re, rg, len(grid[0]), rv, me.Warnings)
-	if !strings.Contains(strings.Join(events, "\n"), "heavy-tailed inputs") {
-		t.Errorf("no heavy-tailed grid event in %q", events)
+	if ev := strings.Join(events, "\n"); !strings.Contains(ev, "heavy-tailed inputs") || !strings.Contains(ev, "taken") {
+		t.Errorf("grid events %q: want the heavy-tailed inputs and the k-means axes taken", events)
 	}
 	evenGrid := me.Posterior.(*model.GRIEFPosterior).Map.Grid
 	for k, ax := range grid {
@@ -861,5 +862,43 @@ func TestGRIEFGridFollowsHeavyTails(t *testing.T) {
 	}
 	if rv < 2*re {
 		t.Errorf("the even grid gave RMSE %.4f (exact %.4f): the fixture does not need the k-means grid", rv, re)
+	}
+}
+
+// TestGRIEFChooseGridKeepsEvenOnTies: an alternative no better than the even grid (here the
+// same points) leaves the even grid, the paper's, in place.
+func TestGRIEFChooseGridKeepsEvenOnTies(t *testing.T) {
+	ctx := context.Background()
+	eng := localEngine(t, heavy3D(300, 3), 3, 2)
+	ref := newReference(t, eng, kernel.RBF)
+	r, err := newRun(DefaultSpec("grief"), Hooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	even, alt, err := r.griefGrid(ctx, eng, ref.p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if alt == nil {
+		t.Fatal("no k-means alternative on heavy-tailed columns")
+	}
+	same := make([][]float64, len(even))
+	for k := range even {
+		same[k] = append([]float64(nil), even[k]...)
+	}
+	theta := []float64{0, 0, 0, 0, math.Log(0.1)}
+	got, err := r.griefChooseGrid(ctx, eng, ref.p, kernel.RBF, even, same, theta, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &got[0][0] != &even[0][0] {
+		t.Fatal("a tie took the alternative")
+	}
+	got, err = r.griefChooseGrid(ctx, eng, ref.p, kernel.RBF, even, alt, theta, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &got[0][0] != &alt[0][0] {
+		t.Fatal("the k-means axes were not taken on heavy-tailed inputs")
 	}
 }

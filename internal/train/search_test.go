@@ -362,7 +362,7 @@ func TestGRIEFIIObjectiveLengthscaleGradient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	grid, err := r.griefGrid(ctx, eng, ref.p)
+	grid, _, err := r.griefGrid(ctx, eng, ref.p)
 	if err != nil {
 		t.Fatal(err)
 	}

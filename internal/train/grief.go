@@ -745,16 +745,17 @@ func (r *run) griefGrid(ctx context.Context, eng engine.Engine, p *prepared) (gr
 		levels[k] = len(vals) <= mbar
 	}
 	grid, err = features.GRIEFGrid(lo, hi, distinct, mbar)
-	if err != nil || r.spec.griefPlacement() == "even" {
+	placement := r.spec.griefPlacement()
+	if err != nil || placement == "even" {
 		return grid, nil, err
 	}
-	km, err := r.griefKMeansAxes(ctx, eng, p, grid, levels)
+	km, err := r.griefKMeansAxes(ctx, eng, p, grid, levels, placement == "kmeans")
 	switch {
 	case err != nil:
 		return nil, nil, err
 	case km == nil:
 		return grid, nil, nil
-	case r.spec.griefPlacement() == "kmeans":
+	case placement == "kmeans":
 		return km, nil, nil
 	}
 	return grid, km, nil
@@ -818,25 +819,31 @@ func (s *Spec) griefPlacement() string {
 const griefSampleRows = 2000
 
 // griefKMeansAxes returns grid with the axes of heavy-tailed columns (every continuous column
-// under grid_placement kmeans) at their 1-D k-means centres in a seeded sample of
+// when all is set: grid_placement kmeans) at their 1-D k-means centres in a seeded sample of
 // griefSampleRows rows (a bottom-k pass: the same rows for any worker count and after a
 // resume), and says which columns moved; nil when none did.
-func (r *run) griefKMeansAxes(ctx context.Context, eng engine.Engine, p *prepared, grid [][]float64, levels []bool) ([][]float64, error) {
+func (r *run) griefKMeansAxes(ctx context.Context, eng engine.Engine, p *prepared, grid [][]float64, levels []bool, all bool) ([][]float64, error) {
 	smp, err := r.samplePass(ctx, eng, p.d, griefSampleRows)
 	if err != nil {
 		return nil, fmt.Errorf("grid: %w", err)
 	}
-	n := len(smp.Y)
-	cols := make([][]float64, p.d)
+	n, d := len(smp.Y), p.d
+	cols := make([][]float64, d)
 	for k := range cols {
 		cols[k] = make([]float64, n)
-		for i := 0; i < n; i++ {
-			cols[k][i] = (smp.X[i*p.d+k] - p.tf.XMean[k]) / p.tf.XScale[k]
+	}
+	row := make([]float64, d)
+	for i := 0; i < n; i++ {
+		p.tf.ApplyRow(smp.X[i*d:(i+1)*d], row)
+		for k, v := range row {
+			cols[k][i] = v
 		}
-		slices.Sort(cols[k])
+	}
+	for _, c := range cols {
+		slices.Sort(c)
 	}
 	ratio := features.GRIEFTailRatio
-	if r.spec.griefPlacement() == "kmeans" {
+	if all {
 		ratio = 0
 	}
 	out, moved, err := features.GRIEFKMeansAxes(grid, cols, levels, ratio)

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gpreduce/gpreduce/internal/testutil"
 )
 
 // Timings for loopback: raft elections in well under a second, workers dropped 1.5 s after
@@ -496,12 +497,7 @@ func tail(s string, n int) string {
 // freeAddr returns a loopback address with a port that was free a moment ago.
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	return testutil.FreeAddr(t)
 }
 
 // eventually polls cond until it returns nil or waitSlack times timeout

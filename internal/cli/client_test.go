@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gpreduce/gpreduce/internal/auth"
+	"github.com/gpreduce/gpreduce/internal/testutil"
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
 
@@ -265,15 +266,7 @@ func TestClientWaitsForElection(t *testing.T) {
 	}
 }
 
-func deadAddr(t *testing.T) string {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := lis.Addr().String()
-	lis.Close()
-	return a
-}
+func deadAddr(t *testing.T) string { return testutil.FreeAddr(t) }
 
 func optEvent(it int32, obj float64) *pb.JobEvent {
 	return &pb.JobEvent{JobId: "j-1", State: pb.JobState_JOB_STATE_RUNNING, Phase: "optimize", Iteration: it, MaxIter: 20, Objective: obj, UnixNano: int64(it) + 1e18}

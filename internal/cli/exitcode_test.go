@@ -156,9 +156,7 @@ func TestMembersRemoveProvesRaftSecret(t *testing.T) {
 	if err := os.WriteFile(secretFile, []byte("0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	api, raftAddr := deadAddr(t), deadAddr(t)
-	serveInBackground(t, "--id", "s0", "--api-addr", api, "--raft-addr", raftAddr, "--data-dir", filepath.Join(dir, "data"),
-		"--token-file", tokenFile, "--raft-secret-file", secretFile, "--bootstrap",
+	api, _, _, _ := serveNode(t, dir, "--token-file", tokenFile, "--raft-secret-file", secretFile, "--bootstrap",
 		"--raft-heartbeat-timeout", "200ms", "--raft-election-timeout", "200ms")
 	conn := []string{"--addr", api, "--token", testToken, "--leader-wait", "20s"}
 	if code, _, errOut := run(t, append([]string{"members"}, conn...)...); code != 0 {

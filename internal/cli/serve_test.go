@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -34,8 +35,46 @@ func (l *lockedBuffer) String() string {
 }
 
 // serveInBackground runs `coordinator serve args` until the returned stop is called, which
-// returns the exit code and the log.
+// returns the exit code and the log. It returns once the API listens and fails the test if
+// serve exits first.
 func serveInBackground(t *testing.T, args ...string) (stop func() (int, string)) {
+	t.Helper()
+	stop, early := startServe(t, args...)
+	if early != "" {
+		t.Fatalf("serve exited before listening:\n%s", early)
+	}
+	return stop
+}
+
+// serveNode bootstraps a one-member cluster "s0" on fresh loopback addresses with its data
+// under dir, plus the extra flags, and returns its API and raft addresses, its data directory
+// and its stop. deadAddr frees a port before serve binds it, so another test process can take
+// it in between (CI saw "bind: address already in use"); then serve exits at once and
+// serveNode tries again with new ports and a new data directory, up to five times.
+func serveNode(t *testing.T, dir string, extra ...string) (api, raftAddr, dataDir string, stop func() (int, string)) {
+	t.Helper()
+	var early string
+	for attempt := 0; attempt < 5; attempt++ {
+		api, raftAddr = deadAddr(t), deadAddr(t)
+		dataDir = filepath.Join(dir, fmt.Sprintf("data%d", attempt))
+		args := append([]string{"--id", "s0", "--api-addr", api, "--raft-addr", raftAddr, "--data-dir", dataDir}, extra...)
+		stop, early = startServe(t, args...)
+		if early == "" {
+			return api, raftAddr, dataDir, stop
+		}
+		if !strings.Contains(early, "address already in use") {
+			break
+		}
+		t.Logf("serve attempt %d lost its port to another process; retrying:\n%s", attempt+1, early)
+	}
+	t.Fatalf("serve exited before listening:\n%s", early)
+	return
+}
+
+// startServe runs `coordinator serve args` in the background and waits until its API
+// listens. If serve exits before that, early holds its exit code and log (and stop still
+// returns them).
+func startServe(t *testing.T, args ...string) (stop func() (int, string), early string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errOut lockedBuffer
@@ -71,7 +110,7 @@ func serveInBackground(t *testing.T, args ...string) (stop func() (int, string))
 			select {
 			case c := <-done:
 				done <- c // for stop
-				t.Fatalf("serve exited with %d before listening:\n%s", c, errOut.String())
+				return stop, fmt.Sprintf("exit %d\n%s", c, errOut.String())
 			default:
 			}
 			if time.Now().After(deadline) {
@@ -80,7 +119,7 @@ func serveInBackground(t *testing.T, args ...string) (stop func() (int, string))
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	return stop
+	return stop, ""
 }
 
 // TestServeRestart: serve bootstraps a one-member cluster, stops cleanly on its context (the
@@ -89,9 +128,8 @@ func TestServeRestart(t *testing.T) {
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "token")
 	os.WriteFile(tokenFile, []byte(testToken+"\n"), 0o600)
-	api, raftAddr := deadAddr(t), deadAddr(t)
-	args := []string{"--id", "s0", "--api-addr", api, "--raft-addr", raftAddr, "--data-dir", filepath.Join(dir, "data"),
-		"--token-file", tokenFile, "--raft-heartbeat-timeout", "200ms", "--raft-election-timeout", "200ms"}
+	common := []string{"--token-file", tokenFile, "--raft-heartbeat-timeout", "200ms", "--raft-election-timeout", "200ms"}
+	api, raftAddr, dataDir, stop := serveNode(t, dir, append(common, "--bootstrap")...)
 	members := func() []map[string]any {
 		t.Helper()
 		var ms []map[string]any
@@ -112,7 +150,6 @@ func TestServeRestart(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	stop := serveInBackground(t, append(args, "--bootstrap")...)
 	members()
 	code, log := stop()
 	if code != 0 {
@@ -121,7 +158,7 @@ func TestServeRestart(t *testing.T) {
 	if !strings.Contains(log, "coordinator listening") || !strings.Contains(log, api) {
 		t.Errorf("serve did not log its API address:\n%s", log)
 	}
-	stop = serveInBackground(t, args...)
+	stop = serveInBackground(t, append([]string{"--id", "s0", "--api-addr", api, "--raft-addr", raftAddr, "--data-dir", dataDir}, common...)...)
 	if ms := members(); ms[0]["id"] != "s0" {
 		t.Errorf("members after the restart: %v", ms)
 	}

@@ -26,9 +26,7 @@ func TestSubmitTrainRowsEqualsEval(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	api, raftAddr := deadAddr(t), deadAddr(t)
-	serveInBackground(t, "--id", "s0", "--api-addr", api, "--raft-addr", raftAddr, "--data-dir", filepath.Join(dir, "data"),
-		"--token-file", tokenFile, "--join-token-file", joinFile, "--bootstrap", "--data-root", dir,
+	api, _, _, _ := serveNode(t, dir, "--token-file", tokenFile, "--join-token-file", joinFile, "--bootstrap", "--data-root", dir,
 		"--raft-heartbeat-timeout", "200ms", "--raft-election-timeout", "200ms")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)

@@ -8,17 +8,14 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gpreduce/gpreduce/internal/testutil"
 )
 
 // freePort returns a loopback port that was free a moment ago.
 func freePort(t testing.TB) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lis.Close()
-	_, port, _ := net.SplitHostPort(lis.Addr().String())
+	_, port, _ := net.SplitHostPort(testutil.FreeAddr(t))
 	return port
 }
 

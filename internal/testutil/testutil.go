@@ -2,7 +2,11 @@ package testutil
 
 import (
 	"context"
+	"math/rand/v2"
+	"net"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -77,4 +81,44 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() er
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// FreeAddr returns a loopback address "127.0.0.1:port" whose port was free a moment ago, for
+// a server the test starts on a fixed address (raft advertises its address, so port 0 will
+// not do). The port is drawn below the kernel's ephemeral range (Linux
+// /proc/sys/net/ipv4/ip_local_port_range, 32768-60999 by default): ports handed out for
+// port-0 listeners and outgoing connections, by this process or any other test process, come
+// from that range, so between FreeAddr closing its probe and the server binding, only another
+// FreeAddr can take the port (one in about 12,000 per concurrent draw), not the traffic of the
+// rest of the test run. Where the range cannot be read it falls back to a port-0 probe.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	lo := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil {
+				lo = v
+			}
+		}
+	}
+	base := max(lo-12000, 1024)
+	for range 200 {
+		if lo-base < 100 {
+			break
+		}
+		port := base + rand.IntN(lo-base)
+		lis, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		addr := lis.Addr().String()
+		lis.Close()
+		return addr
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("no free loopback port: %v", err)
+	}
+	defer lis.Close()
+	return lis.Addr().String()
 }

@@ -12,31 +12,39 @@ import (
 
 	"github.com/gpreduce/gpreduce/internal/features"
 	"github.com/gpreduce/gpreduce/internal/kernel"
+	"github.com/gpreduce/gpreduce/internal/linalg"
 	"github.com/gpreduce/gpreduce/internal/reduce"
 	"github.com/gpreduce/gpreduce/internal/shard"
 	"github.com/gpreduce/gpreduce/internal/tasks"
 )
 
 // BenchmarkSyrk times the symmetric rank-k update G += Z^T Z alone on one row block
-// (tasks.GramBlockRows x s), the kernel of the Gram pass; GFLOP/s counts rows * s^2 flops (the
-// upper triangle's s(s+1)/2 multiply-adds per row).
+// (tasks.GramBlockRows x s), the kernel of the Gram pass, by the compute core (linalg.Syrk, what
+// tasks.GramTask calls) and by gonum's pure-Go blas64.Syrk for the ratio; GFLOP/s counts
+// rows * s^2 flops (the upper triangle's s(s+1)/2 multiply-adds per row, two flops each, to
+// leading order), as BenchmarkGramShard does, so the two rates compare directly.
 func BenchmarkSyrk(b *testing.B) {
 	for _, s := range []int{256, 1024} {
-		b.Run(fmt.Sprintf("s=%d", s), func(b *testing.B) {
-			z := make([]float64, tasks.GramBlockRows*s)
-			for i := range z {
-				z[i] = math.Sin(float64(i))
-			}
-			g := make([]float64, s*s)
-			Z := blas64.General{Rows: tasks.GramBlockRows, Cols: s, Stride: s, Data: z}
-			G := blas64.Symmetric{Uplo: blas.Upper, N: s, Stride: s, Data: g}
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				blas64.Syrk(blas.Trans, 1, Z, 1, G)
-			}
-			flops := float64(b.N) * tasks.GramBlockRows * float64(s) * float64(s+1)
-			b.ReportMetric(flops/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-		})
+		for _, impl := range []struct {
+			name string
+			f    func(blas.Transpose, float64, blas64.General, float64, blas64.Symmetric)
+		}{{"linalg", linalg.Syrk}, {"gonum", blas64.Syrk}} {
+			b.Run(fmt.Sprintf("s=%d/%s", s, impl.name), func(b *testing.B) {
+				z := make([]float64, tasks.GramBlockRows*s)
+				for i := range z {
+					z[i] = math.Sin(float64(i))
+				}
+				g := make([]float64, s*s)
+				Z := blas64.General{Rows: tasks.GramBlockRows, Cols: s, Stride: s, Data: z}
+				G := blas64.Symmetric{Uplo: blas.Upper, N: s, Stride: s, Data: g}
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					impl.f(blas.Trans, 1, Z, 1, G)
+				}
+				flops := float64(b.N) * tasks.GramBlockRows * float64(s) * float64(s+1)
+				b.ReportMetric(flops/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
 	}
 }
 

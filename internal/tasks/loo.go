@@ -30,7 +30,15 @@ import (
 //
 // one prediction per row, no refit. Each z_i depends on row i alone, so a subset of rows
 // estimates the mean square: Map takes the shard's rows 0, Stride, 2 Stride, ... and returns
-// a Sum with one part {sum z_i^2, #(|z_i| <= 1.96), #rows checked}, summed in row order.
+// a Sum with one part {sum z_i^2, #(|z_i| <= 1.96), #rows checked, sum zlo_i^2}, summed in row
+// order.
+//
+// When the predictor's latent variances are the exact ones only to within a relative excess
+// g (VarianceGap: a cg variance cache, v_i in [(1 - g) v_i', v_i'] for the cached v_i'), s2 -
+// v_i lies in [s2 - v_i', s2 - v_i' + g v_i'], so z_i^2 lies in [zlo_i^2, z_i^2] with
+// zlo_i^2 = r_i^2 / (s2 - v_i' + g v_i'): the two sums bracket the exact mean square. Rows
+// fitted mostly by their own target (v_i near s2) widen the bracket most. With g = 0 the two
+// sums are equal.
 type LOOTask struct {
 	// Model is the trained model; Encoded is its model file (Model.Bytes), which the task's
 	// message carries (encoded per message when nil: set it when the task goes to many shards).
@@ -38,6 +46,8 @@ type LOOTask struct {
 	Encoded []byte
 	// Stride is the step between checked rows of a shard (0 or 1: every row).
 	Stride int
+	// VarianceGap is g above (0: the variances are exact).
+	VarianceGap float64
 }
 
 // Map predicts the shard's rows and sums their standardized leave-one-out residuals.
@@ -55,7 +65,7 @@ func (t *LOOTask) Map(ctx context.Context, _ shard.Ref, tab *shard.Table) (reduc
 	checked := (tab.N() + step - 1) / step // rows 0, step, ... below N
 	x := make([]float64, GramBlockRows*d)
 	mean, vr := make([]float64, GramBlockRows), make([]float64, GramBlockRows)
-	var sumZ2, inside float64
+	var sumZ2, sumLo, inside float64
 	for lo := 0; lo < checked; lo += GramBlockRows {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -72,12 +82,13 @@ func (t *LOOTask) Map(ctx context.Context, _ shard.Ref, tab *shard.Table) (reduc
 			den := math.Max(s2-vr[i], 1e-12*s2)
 			z2 := r * r / den
 			sumZ2 += z2
+			sumLo += r * r / (den + t.VarianceGap*math.Max(vr[i], 0))
 			if z2 <= model.Z95*model.Z95 {
 				inside++
 			}
 		}
 	}
-	return &reduce.Sum{Parts: [][]float64{{sumZ2, inside, float64(checked)}}, N: tab.N()}, nil
+	return &reduce.Sum{Parts: [][]float64{{sumZ2, inside, float64(checked), sumLo}}, N: tab.N()}, nil
 }
 
 func init() {
@@ -94,7 +105,7 @@ func init() {
 					return nil, fmt.Errorf("loo task: %w", err)
 				}
 			}
-			return &pb.LOOTask{Model: b, Stride: int32(lt.Stride)}, nil
+			return &pb.LOOTask{Model: b, Stride: int32(lt.Stride), VarianceGap: lt.VarianceGap}, nil
 		},
 		Decode: func(env Env, msg proto.Message) (engine.Task, error) {
 			l, err := message[*pb.LOOTask]("loo", msg)
@@ -104,17 +115,20 @@ func init() {
 			if l.GetStride() < 0 {
 				return nil, fmt.Errorf("loo task: stride %d is negative", l.GetStride())
 			}
+			if g := l.GetVarianceGap(); !(g >= 0 && g < 1) {
+				return nil, fmt.Errorf("loo task: variance gap %v is not in [0, 1)", g)
+			}
 			v, err := env.Shared(MapCache, l, func() (any, error) { return model.Decode(bytes.NewReader(l.GetModel())) })
 			if err != nil {
 				return nil, fmt.Errorf("loo task: model: %w", err)
 			}
-			return &LOOTask{Model: v.(*model.Model), Encoded: l.GetModel(), Stride: int(l.GetStride())}, nil
+			return &LOOTask{Model: v.(*model.Model), Encoded: l.GetModel(), Stride: int(l.GetStride()), VarianceGap: l.GetVarianceGap()}, nil
 		},
 		Inputs: func(t engine.Task) []int {
 			return []int{t.(*LOOTask).Model.D}
 		},
 		Example: func() engine.Task {
-			return &LOOTask{Model: smallModel(), Stride: 3}
+			return &LOOTask{Model: smallModel(), Stride: 3, VarianceGap: 0.03}
 		},
 	})
 }

@@ -274,6 +274,18 @@ func (r *run) trainCG(ctx context.Context, eng engine.Engine, p *prepared) (*mod
 		m.Warn(w.Code, "%s", w.Message)
 	}
 	r.warnFit(m, p, fit.theta, lower, upper, adamReason(fit.trace, p.n))
+
+	// Step 6: the leave-one-out check (R&W eq. 5.12) as one map round, from the cached
+	// posterior's prediction at each training row: with alpha solved to the tolerance and
+	// the cache's variances within VarianceGapTol of the exact ones, it is the exact GP's
+	// check up to those tolerances (checkLOO).
+	if post.looSkip != "" {
+		obs(Event{Phase: "loo", Message: "leave-one-out check skipped: " + post.looSkip})
+		return m, nil
+	}
+	if err := r.checkLOO(ctx, eng, m, post.gap); err != nil {
+		return nil, fmt.Errorf("cg: %w", err)
+	}
 	return m, nil
 }
 
@@ -562,6 +574,11 @@ type cgPosterior struct {
 	pred     *solver.ExpansionPredictor
 	lml, se  float64
 	warnings []model.Warning
+	// looSkip says why the leave-one-out check cannot be trusted on this posterior (the
+	// mean solve or the variance cache did not converge); empty when it can (checkLOO).
+	looSkip string
+	// gap is the variance cache's estimated relative excess over the exact variances.
+	gap float64
 }
 
 // posterior solves for alpha = K_hat^-1 y to the prediction tolerance, estimates the log
@@ -600,6 +617,10 @@ func (c *cgProblem) posterior(theta []float64, rng *rand.Rand, obs Observer) (*c
 		return nil, errV
 	}
 	post.warnings = append(post.warnings, vc.warnings...)
+	post.gap = vc.gap
+	if post.looSkip == "" && vc.rank < c.n && vc.gap > VarianceGapTol {
+		post.looSkip = fmt.Sprintf("the variance cache stopped with variances up to about %.0f%% above the exact ones", 100*vc.gap)
+	}
 	post.pred = &solver.ExpansionPredictor{Kernel: kop.op.Kernel, X: c.x, D: c.d, Alpha: alpha, Minus: vc.minus, RMinus: vc.rank}
 	return post, nil
 }
@@ -639,6 +660,7 @@ func (c *cgProblem) solveMeanOn(bt *cgBatch, op solver.Operator, obs Observer) (
 	if !res.Converged[t] {
 		msg := fmt.Sprintf("the mean solve stopped at %d iterations above relative residual %g", res.Iters[t], tol)
 		obs(Event{Phase: "fit", Message: "warning: " + msg})
+		post.looSkip = msg
 		post.warnings = append(post.warnings, model.Warning{Code: model.WarnNotConverged, Message: msg + "; raise --cg-tol or the noise variance's lower bound"})
 	}
 	alpha := append([]float64(nil), res.X[t*n:]...)

@@ -1,13 +1,16 @@
 package train
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
 	"testing"
 
 	"github.com/gpreduce/gpreduce/internal/kernel"
 	"github.com/gpreduce/gpreduce/internal/model"
+	"github.com/gpreduce/gpreduce/internal/reduce"
 	"github.com/gpreduce/gpreduce/internal/solver"
+	"github.com/gpreduce/gpreduce/internal/tasks"
 )
 
 // exactAt returns the exact GP at log-hyperparameters theta on the reference's rows.
@@ -141,5 +144,56 @@ func TestCGLogLikStandardError(t *testing.T) {
 	}
 	if math.Abs(mean-want) > 4*sd/math.Sqrt(seeds) {
 		t.Errorf("mean estimate %.4f, exact %.4f (sd %.4f over %d seeds)", mean, want, sd, seeds)
+	}
+}
+
+// TestCGLOOBracketsExact: the leave-one-out round on a cg posterior (mean solved to the
+// tolerance, adaptive variance cache below full rank) brackets the exact GP's leave-one-out
+// mean square at the same hyperparameters (R&W eq. 5.12 from the inverse's diagonal,
+// solver.Exact.LOO), and the bracket is narrow; with a low-noise fit, where rows are fitted
+// mostly by their own targets, the bracket widens but still holds the exact value.
+func TestCGLOOBracketsExact(t *testing.T) {
+	const n, d = 400, 2
+	tab := synthTable(n, d, 5)
+	c, ref := cgFixture(t, n, d, 3, DefaultSpec("cg"))
+	for _, tc := range []struct {
+		name     string
+		noise    float64
+		maxWidth float64 // (hi - lo) / exact
+	}{{"noise 0.05", 0.05, 0.05}, {"noise 2e-3", 2e-3, 0.05}} {
+		t.Run(tc.name, func(t *testing.T) {
+			theta := []float64{math.Log(0.5), math.Log(0.6), math.Log(1.0), math.Log(tc.noise)}
+			resid, variance, err := ref.exactAt(t, theta).LOO()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want float64
+			for i, r := range resid {
+				want += r * r / variance[i]
+			}
+			want /= n
+			post, err := c.posterior(theta, rand.New(rand.NewPCG(5, 5)), func(Event) {})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if post.looSkip != "" || post.pred.RMinus >= n {
+				t.Fatalf("the fixture needs a converged cache below full rank: rank %d, skip %q", post.pred.RMinus, post.looSkip)
+			}
+			m := &model.Model{Version: model.Version, Method: "cg", Kernel: "rbf", D: d, NTrain: n, Transform: ref.p.tf,
+				Hyper: hyperOf(theta, d), Posterior: &model.ExpansionPosterior{Expansion: post.pred}}
+			st, err := localEngine(t, tab, 3, 2).Reduce(context.Background(), &tasks.LOOTask{Model: m, VarianceGap: post.gap})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := st.(*reduce.Sum).Parts[0]
+			lo, hi := p[3]/n, p[0]/n
+			t.Logf("rank %d, gap %.3g: mean square in [%.6g, %.6g], exact %.6g", post.pred.RMinus, post.gap, lo, hi, want)
+			if !(lo <= want*(1+1e-6) && want <= hi*(1+1e-6)) {
+				t.Errorf("bracket [%.6g, %.6g] does not hold the exact mean square %.6g", lo, hi, want)
+			}
+			if (hi-lo)/want > tc.maxWidth {
+				t.Errorf("bracket [%.6g, %.6g] wider than %.0f%% of %.6g", lo, hi, 100*tc.maxWidth, want)
+			}
+		})
 	}
 }

@@ -217,7 +217,7 @@ func (r *run) trainGL(ctx context.Context, eng engine.Engine, p *prepared) (*mod
 		m.Warn(model.WarnSizing, "%s", sizing)
 	}
 	r.warnFit(m, p, fit.theta, lower, upper, fit.reason)
-	if err := r.checkLOO(ctx, eng, m); err != nil {
+	if err := r.checkLOO(ctx, eng, m, 0); err != nil {
 		return nil, fmt.Errorf("gl: %w", err)
 	}
 	return m, nil

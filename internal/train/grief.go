@@ -342,7 +342,7 @@ func (r *run) trainGRIEF(ctx context.Context, eng engine.Engine, p *prepared) (*
 		m.Warn(model.WarnApproximation, "the %d eigenfunctions of the %s-point grid leave out %.3g of the prior variance %.3g per training row (standardized units), more than the noise variance %.3g: predictions are limited by the approximation; raise eigenfunctions (max-features bounds it) or grid", np, griefGridSize(sizes), left, h.SignalVariance, noise)
 	}
 	if inference != "type1" { // type1's posterior is a mixture over MALA samples, not a Gaussian one
-		if err := r.checkLOO(ctx, eng, m); err != nil {
+		if err := r.checkLOO(ctx, eng, m, 0); err != nil {
 			return nil, fmt.Errorf("grief: %w", err)
 		}
 	}

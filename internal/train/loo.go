@@ -43,16 +43,18 @@ func warnLOO(m *model.Model, resid, variance []float64) {
 	if err != nil {
 		return
 	}
-	warnCalibration(m, n, ms/float64(n), sc.Coverage95)
+	warnCalibration(m, n, ms/float64(n), ms/float64(n), sc.Coverage95)
 }
 
 // checkLOO runs the leave-one-out check of a model whose posterior is the exact GP posterior
-// of its finite-rank kernel (gl, rff, grief type2 and type2-weights) as one map round over the
-// training rows (tasks.LOOTask: z_i = r_i / sqrt(s2 - v_i) from one prediction per row) and
-// adds the WarnCalibration warning of warnCalibration. The model file goes to the workers
-// once per shard task; the pass predicts every stride-th row of each shard, stride =
-// ceil(n / looMaxRows), so it costs at most about looMaxRows predictions.
-func (r *run) checkLOO(ctx context.Context, eng engine.Engine, m *model.Model) error {
+// of its finite-rank kernel (gl, rff, grief type2 and type2-weights; gap 0) or the exact GP's
+// posterior with latent variances at most a relative gap above the exact ones (cg's mean
+// solved to its tolerance and its variance cache) as one map round over the training rows
+// (tasks.LOOTask: z_i = r_i / sqrt(s2 - v_i) from one prediction per row, and the bracket that
+// gap gives) and adds the WarnCalibration warning of warnCalibration. The model file goes to
+// the workers once per shard task; the pass predicts every stride-th row of each shard,
+// stride = ceil(n / looMaxRows), so it costs at most about looMaxRows predictions.
+func (r *run) checkLOO(ctx context.Context, eng engine.Engine, m *model.Model, gap float64) error {
 	if m.NTrain < looMinRows {
 		return nil
 	}
@@ -66,43 +68,48 @@ func (r *run) checkLOO(ctx context.Context, eng engine.Engine, m *model.Model) e
 	if err != nil {
 		return fmt.Errorf("leave-one-out pass: %w", err)
 	}
-	st, err := eng.Reduce(ctx, &tasks.LOOTask{Model: m, Encoded: b, Stride: stride})
+	st, err := eng.Reduce(ctx, &tasks.LOOTask{Model: m, Encoded: b, Stride: stride, VarianceGap: gap})
 	if err != nil {
 		return fmt.Errorf("leave-one-out pass: %w", err)
 	}
 	sum, ok := st.(*reduce.Sum)
-	if !ok || len(sum.Parts) != 1 || len(sum.Parts[0]) != 3 || !(sum.Parts[0][2] >= 1) {
-		return fmt.Errorf("leave-one-out pass returned %T, not one part of three sums", st)
+	if !ok || len(sum.Parts) != 1 || len(sum.Parts[0]) != 4 || !(sum.Parts[0][2] >= 1) {
+		return fmt.Errorf("leave-one-out pass returned %T, not one part of four sums", st)
 	}
 	n := sum.Parts[0][2]
-	warnCalibration(m, int(n), sum.Parts[0][0]/n, sum.Parts[0][1]/n)
+	warnCalibration(m, int(n), sum.Parts[0][3]/n, sum.Parts[0][0]/n, sum.Parts[0][1]/n)
 	return nil
 }
 
-// warnCalibration adds a WarnCalibration warning to m when the mean square ms of the n
-// standardized leave-one-out residuals z_i = (y_i - mu_-i) / sigma_-i of the training rows
-// is outside 1 +- looBand(n); coverage is the share of |z_i| <= 1.96.
+// warnCalibration adds a WarnCalibration warning to m when the mean square of the n
+// standardized leave-one-out residuals z_i = (y_i - mu_-i) / sigma_-i of the training rows,
+// known to lie in [msLo, msHi] (equal for an exact posterior), is outside 1 +- looBand(n)
+// wherever it lies in that range; coverage is the share of |z_i| <= 1.96.
 // Maximum likelihood sets the hyperparameters, leave-one-out checks them on the rows the
 // likelihood was fitted to; when the model is misspecified the two disagree (Bachoc 2013,
 // "Cross validation and maximum likelihood estimations of hyper-parameters of Gaussian
 // processes with model misspecification"), and the test intervals are off by about the
 // square root of the mean square (yacht: 1.2-1.4x too narrow).
-func warnCalibration(m *model.Model, n int, ms, coverage float64) {
+func warnCalibration(m *model.Model, n int, msLo, msHi, coverage float64) {
 	if n < looMinRows {
 		return
 	}
 	band := looBand(n)
-	side := ""
+	side, ms := "", msHi
 	switch {
-	case ms > 1+band:
-		side = "too narrow"
-	case ms < 1-band:
+	case msLo > 1+band:
+		side, ms = "too narrow", msLo
+	case msHi < 1-band:
 		side = "too wide"
 	default:
 		return
 	}
-	m.Warn(model.WarnCalibration, "leave-one-out check on the %d training rows: the standardized residuals (y_i - mu_-i) / sigma_-i have mean square %.3g where a model that fits gives 1 +- %.2g, and %.1f%% lie in their 95%% intervals: the predictive intervals are likely %s (by about %.2gx in standard deviation); the kernel or the Gaussian noise does not fit these data (a non-stationary signal, heavy-tailed or input-dependent noise; a transformed target, e.g. its log, may fit better)",
-		n, ms, band, 100*coverage, side, sdFactor(ms))
+	what := fmt.Sprintf("mean square %.3g", ms)
+	if msLo != msHi {
+		what = fmt.Sprintf("mean square between %.3g and %.3g (the cached variances' tolerance)", msLo, msHi)
+	}
+	m.Warn(model.WarnCalibration, "leave-one-out check on the %d training rows: the standardized residuals (y_i - mu_-i) / sigma_-i have %s where a model that fits gives 1 +- %.2g, and %.1f%% lie in their 95%% intervals: the predictive intervals are likely %s (by about %.2gx in standard deviation); the kernel or the Gaussian noise does not fit these data (a non-stationary signal, heavy-tailed or input-dependent noise; a transformed target, e.g. its log, may fit better)",
+		n, what, band, 100*coverage, side, sdFactor(ms))
 }
 
 // sdFactor is the factor by which standard deviations are off for a mean square ms: sqrt(ms)

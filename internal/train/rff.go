@@ -103,7 +103,7 @@ func (r *run) trainRFF(ctx context.Context, eng engine.Engine, p *prepared) (*mo
 	m := newModel(spec, p, fit, f.LML)
 	m.Posterior = &model.RFFPosterior{Map: model.RFFParams{Omega: rff.Omega, Features: s}, Features: f.Predictor()}
 	r.warnFit(m, p, fit.theta, lower, upper, fit.reason)
-	if err := r.checkLOO(ctx, eng, m); err != nil {
+	if err := r.checkLOO(ctx, eng, m, 0); err != nil {
 		return nil, fmt.Errorf("rff: %w", err)
 	}
 	return m, nil

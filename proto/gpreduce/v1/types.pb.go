@@ -915,9 +915,12 @@ func (x *RowsTask) GetTransform() *Transform {
 // one part of three sums over its rows 0, stride, 2 stride, ...: z_i^2, the count of
 // |z_i| <= 1.96 (z_i the standardized leave-one-out residual) and the count of rows checked.
 type LOOTask struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Model         []byte                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
-	Stride        int32                  `protobuf:"varint,2,opt,name=stride,proto3" json:"stride,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Model  []byte                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	Stride int32                  `protobuf:"varint,2,opt,name=stride,proto3" json:"stride,omitempty"`
+	// variance_gap bounds the relative excess of the model's latent variances over the exact
+	// posterior's (a cg variance cache; 0 for an exact posterior).
+	VarianceGap   float64 `protobuf:"fixed64,3,opt,name=variance_gap,json=varianceGap,proto3" json:"variance_gap,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -962,6 +965,13 @@ func (x *LOOTask) GetModel() []byte {
 func (x *LOOTask) GetStride() int32 {
 	if x != nil {
 		return x.Stride
+	}
+	return 0
+}
+
+func (x *LOOTask) GetVarianceGap() float64 {
+	if x != nil {
+		return x.VarianceGap
 	}
 	return 0
 }
@@ -2717,10 +2727,11 @@ const file_gpreduce_v1_types_proto_rawDesc = "" +
 	"\flengthscales\x18\x03 \x03(\x01R\flengthscales\x12\x12\n" +
 	"\x04grad\x18\x04 \x01(\bR\x04grad\"@\n" +
 	"\bRowsTask\x124\n" +
-	"\ttransform\x18\x01 \x01(\v2\x16.gpreduce.v1.TransformR\ttransform\"7\n" +
+	"\ttransform\x18\x01 \x01(\v2\x16.gpreduce.v1.TransformR\ttransform\"Z\n" +
 	"\aLOOTask\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\fR\x05model\x12\x16\n" +
-	"\x06stride\x18\x02 \x01(\x05R\x06stride\"\xb2\x01\n" +
+	"\x06stride\x18\x02 \x01(\x05R\x06stride\x12!\n" +
+	"\fvariance_gap\x18\x03 \x01(\x01R\vvarianceGap\"\xb2\x01\n" +
 	"\bKernelOp\x12\x16\n" +
 	"\x06kernel\x18\x01 \x01(\tR\x06kernel\x12\"\n" +
 	"\flengthscales\x18\x02 \x03(\x01R\flengthscales\x12'\n" +

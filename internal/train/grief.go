@@ -362,9 +362,13 @@ func (r *run) trainGRIEF(ctx context.Context, eng engine.Engine, p *prepared) (*
 // data limits the fit. So p goes up the ladder (x10 up to the paper's 1000, then x2 within
 // griefTop: griefMaxEigenfunctions, the pass budget, max-features, the grid) while the p
 // eigenfunctions leave out more prior variance per row than the noise variance
-// (griefLeftOut > sigma_n^2): first at the searched start (one Gram pass per rung), then at
-// the end of each rung's L-BFGS run (converged or at max-iter), where L-BFGS starts again from
-// the fitted theta on the next rung (max-iter applies to each rung). The
+// (griefLeftOut > sigma_n^2), or, where they do not, while the next rung raises the log
+// marginal likelihood at the same theta by more than griefEvidence nats (griefRungGain, one
+// more Gram pass: the left-out variance is a per-row average and can sit below the noise
+// while the data still need the finer eigenfunctions, as on elevators): first at the searched
+// start (one Gram pass per rung), then at the end of each rung's L-BFGS run (converged or at
+// max-iter), where L-BFGS starts again from the fitted theta on the next rung (max-iter
+// applies to each rung). The
 // rung and its start are in the checkpoint, so a resumed run continues the same phase and
 // gets the same p and bits. It returns the fit, p, and the Gram statistic at the fitted theta
 // (signal variance included) when the last check computed it, else nil.
@@ -401,12 +405,21 @@ func (r *run) griefIIFit(ctx context.Context, eng engine.Engine, p *prepared, fa
 		if err != nil {
 			return nil, 0, nil, err
 		}
+		next := griefNextP(np, top)
 		left := griefLeftOut(gram, h.SignalVariance)
 		if !(left > h.NoiseVariance) {
-			return fit, np, gram, nil
+			gain, err := griefRungGain(ctx, eng, p, fam, grid, h, gram, next)
+			if err != nil {
+				return nil, 0, nil, err
+			}
+			if !(gain > griefEvidence) {
+				r.obs(Event{Phase: "sizing", Message: fmt.Sprintf("GRIEF-II: at the fitted theta %d eigenfunctions leave out %.3g of the prior variance %.3g per row, at most the noise variance %.3g, and %d raise the log likelihood there by %.3g nats, not %g: keeping %d", np, left, h.SignalVariance, h.NoiseVariance, next, gain, griefEvidence, np)})
+				return fit, np, gram, nil
+			}
+			r.obs(Event{Phase: "sizing", Message: fmt.Sprintf("GRIEF-II: at the fitted theta %d eigenfunctions leave out %.3g of the prior variance %.3g per row, at most the noise variance %.3g, but %d raise the log likelihood there by %.4g nats: refitting from there with %d", np, left, h.SignalVariance, h.NoiseVariance, next, gain, next)})
+		} else {
+			r.obs(Event{Phase: "sizing", Message: fmt.Sprintf("GRIEF-II: at the fitted theta %d eigenfunctions leave out %.3g of the prior variance %.3g per row, more than the noise variance %.3g: refitting from there with %d", np, left, h.SignalVariance, h.NoiseVariance, next)})
 		}
-		next := griefNextP(np, top)
-		r.obs(Event{Phase: "sizing", Message: fmt.Sprintf("GRIEF-II: at the fitted theta %d eigenfunctions leave out %.3g of the prior variance %.3g per row, more than the noise variance %.3g: refitting from there with %d", np, left, h.SignalVariance, h.NoiseVariance, next)})
 		np, theta = next, fit.theta
 		// The next rung's L-BFGS starts afresh; the trace and iterations are the last rung's.
 		r.ck.GRIEFP, r.ck.GRIEFTheta, r.ck.LBFGS, r.ck.Trace = np, theta, nil, nil
@@ -418,7 +431,8 @@ func (r *run) griefIIFit(ctx context.Context, eng engine.Engine, p *prepared, fa
 
 // griefIISize is the first rung of GRIEF-II's default p ladder (griefIIFit): p0 raised while,
 // at the searched start theta, the eigenfunctions leave out more prior variance per row than
-// the noise variance, one Gram pass per rung.
+// the noise variance or the next rung raises the log likelihood by more than griefEvidence
+// nats, one or two Gram passes per rung.
 func (r *run) griefIISize(ctx context.Context, eng engine.Engine, p *prepared, fam kernel.Family, grid [][]float64, theta []float64, p0 int) (int, error) {
 	h := hyperOf(theta, p.d)
 	top := griefTop(&r.spec, grid, p.n)
@@ -428,12 +442,20 @@ func (r *run) griefIISize(ctx context.Context, eng engine.Engine, p *prepared, f
 		if err != nil {
 			return 0, err
 		}
+		next := griefNextP(np, top)
 		left := griefLeftOut(gram, h.SignalVariance)
 		if !(left > h.NoiseVariance) {
-			break
+			gain, err := griefRungGain(ctx, eng, p, fam, grid, h, gram, next)
+			if err != nil {
+				return 0, err
+			}
+			if !(gain > griefEvidence) {
+				break
+			}
+			r.obs(Event{Phase: "sizing", Message: fmt.Sprintf("GRIEF-II: %d eigenfunctions leave out %.3g of the prior variance %.3g per row at the start, at most the noise variance %.3g, but %d raise the log likelihood there by %.4g nats: taking %d", np, left, h.SignalVariance, h.NoiseVariance, next, gain, next)})
+		} else {
+			r.obs(Event{Phase: "sizing", Message: fmt.Sprintf("GRIEF-II: %d eigenfunctions leave out %.3g of the prior variance %.3g per row at the start, more than the noise variance %.3g: taking %d", np, left, h.SignalVariance, h.NoiseVariance, next)})
 		}
-		next := griefNextP(np, top)
-		r.obs(Event{Phase: "sizing", Message: fmt.Sprintf("GRIEF-II: %d eigenfunctions leave out %.3g of the prior variance %.3g per row at the start, more than the noise variance %.3g: taking %d", np, left, h.SignalVariance, h.NoiseVariance, next)})
 		np = next
 	}
 	return np, nil
@@ -460,6 +482,26 @@ func griefLadderTop(s *Spec, n int) int {
 		top = next
 	}
 	return min(top, orInt(int(griefSettings(s).GetMaxFeatures()), DefaultMaxFeatures))
+}
+
+// griefRungGain is the GRIEF-II log marginal likelihood (w = 1) at hyperparameters h with next
+// eigenfunctions minus that with the current ones, whose Gram statistic (signal variance
+// included, griefGramAt) is gram: one Gram pass at next. At a theta fitted with p
+// eigenfunctions this is a lower bound on how much the next rung's optimum beats the current
+// one (the next rung's optimum is at least its value at this theta), so a gain above
+// griefEvidence means that the data support the finer model whatever its fit then does. A
+// likelihood that cannot be evaluated (P not positive definite) gives no gain.
+func griefRungGain(ctx context.Context, eng engine.Engine, p *prepared, fam kernel.Family, grid [][]float64, h model.Hyper, gram *reduce.Gram, next int) (float64, error) {
+	gn, err := griefGramAt(ctx, eng, p, fam, grid, h, next)
+	if err != nil {
+		return 0, err
+	}
+	lp, okp := griefIILML(gram, 1, h.NoiseVariance, nil, nil)
+	ln, okn := griefIILML(gn, 1, h.NoiseVariance, nil, nil)
+	if !okp || !okn {
+		return math.Inf(-1), nil
+	}
+	return ln - lp, nil
 }
 
 // griefNextP is the rung above p on GRIEF-II's ladder: x10 up to the paper's 1000, then x2,
@@ -761,14 +803,17 @@ func (r *run) griefGrid(ctx context.Context, eng engine.Engine, p *prepared) (gr
 	return grid, km, nil
 }
 
-// griefGridEvidence is the log Bayes factor, in nats, by which the k-means axes must beat the
-// even grid (griefChooseGrid): 5 is "very strong" evidence on Kass & Raftery's (1995) scale
-// (2 ln B > 10), so the paper's grid stands unless the data clearly prefer the other.
-const griefGridEvidence = 5.0
+// griefEvidence is the log Bayes factor, in nats, by which a discrete choice of the GRIEF-II
+// model must beat the paper's to be taken: the k-means axes against the even grid
+// (griefChooseGrid) and one more rung of eigenfunctions on the ladder (griefIIFit) where the
+// left-out prior variance alone would stop. 5 is "very strong" evidence on Kass & Raftery's
+// (1995) scale (2 ln B > 10), so the paper's choice stands unless the data clearly prefer the
+// other.
+const griefEvidence = 5.0
 
 // griefChooseGrid returns the k-means alternative of the even grid when its GRIEF-II log
 // marginal likelihood (griefIILML, w = 1) at the searched start theta with p eigenfunctions
-// exceeds the even grid's by more than griefGridEvidence, one Gram pass each, and else the even
+// exceeds the even grid's by more than griefEvidence, one Gram pass each, and else the even
 // grid (the paper's, as in the authors' code): the placement is chosen like a discrete
 // hyperparameter, by the evidence. On 29,700 rows of 20 log-normal inputs
 // (scripts/synth-heavy.py) the k-means axes raised it from -174,343 to -28,419 at the start;
@@ -797,11 +842,11 @@ func (r *run) griefChooseGrid(ctx context.Context, eng engine.Engine, p *prepare
 	if err != nil {
 		return nil, fmt.Errorf("grid choice, k-means grid: %w", err)
 	}
-	if lk > le+griefGridEvidence {
+	if lk > le+griefEvidence {
 		r.obs(Event{Phase: "grid", Message: fmt.Sprintf("the k-means axes raise the GRIEF-II log likelihood at the start (p = %d) from %.6g to %.6g: taken", np, le, lk)})
 		return alt, nil
 	}
-	r.obs(Event{Phase: "grid", Message: fmt.Sprintf("the k-means axes give the GRIEF-II log likelihood %.6g at the start (p = %d), the even grid %.6g: not %g more, so the even grid stands", lk, np, le, griefGridEvidence)})
+	r.obs(Event{Phase: "grid", Message: fmt.Sprintf("the k-means axes give the GRIEF-II log likelihood %.6g at the start (p = %d), the even grid %.6g: not %g more, so the even grid stands", lk, np, le, griefEvidence)})
 	return even, nil
 }
 

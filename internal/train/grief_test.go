@@ -608,16 +608,63 @@ func TestGRIEFApproximationWarning(t *testing.T) {
 
 // TestGRIEFIISize: GRIEF-II's default p climbs the paper's ladder (100 -> 1000) exactly when the
 // eigenfunctions at the start theta leave out more prior variance per row than the noise
-// variance, and stops at what the grid holds.
+// variance, or when the next rung raises the log marginal likelihood there by more than
+// griefEvidence nats, and stops at what the grid holds. The rule is recomputed here from the
+// features: the left-out variance from the feature rows, the evidence by dense Cholesky of
+// Phi Phi^T + s2 I on the 300 rows.
 func TestGRIEFIISize(t *testing.T) {
 	ctx := context.Background()
 	tab := synthTable(300, 3, 141)
+	// A rough interaction on top of the smooth additive function: what the first 100
+	// eigenfunctions at lengthscale 1 hold least.
+	for i := range tab.Y {
+		tab.Y[i] += 0.7 * math.Sin(9*tab.X[3*i]) * math.Cos(7*tab.X[3*i+1])
+	}
 	eng := localEngine(t, tab, 3, 2)
 	ref := newReference(t, eng, kernel.RBF)
+	n := ref.p.n
 	r, err := newRun(DefaultSpec("grief"), Hooks{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	evenGrid := func(m int) [][]float64 {
+		grid := make([][]float64, 3)
+		for k := range grid {
+			grid[k] = make([]float64, m)
+			for a := range grid[k] {
+				grid[k][a] = -2 + 4*float64(a)/float64(m-1)
+			}
+		}
+		return grid
+	}
+	// phi is the n x p feature matrix at lengthscale ls (unit signal variance).
+	phi := func(ls float64, grid [][]float64, p int) *mat.Dense {
+		g, err := features.NewGRIEF(kernel.RBF, []float64{ls, ls, ls}, 1, grid, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		z := make([]float64, n*g.NumFeatures())
+		g.MapBlock(ref.rows.X, n, z)
+		return mat.NewDense(n, g.NumFeatures(), z)
+	}
+	lml := func(f *mat.Dense, s2 float64) float64 {
+		var k mat.SymDense
+		k.SymOuterK(1, f)
+		for i := 0; i < n; i++ {
+			k.SetSym(i, i, k.At(i, i)+s2)
+		}
+		var ch mat.Cholesky
+		if !ch.Factorize(&k) {
+			t.Fatal("not positive definite")
+		}
+		y := mat.NewVecDense(n, append([]float64(nil), ref.rows.Y...))
+		var a mat.VecDense
+		if err := ch.SolveVecTo(&a, y); err != nil {
+			t.Fatal(err)
+		}
+		return -0.5 * (mat.Dot(y, &a) + ch.LogDet() + float64(n)*math.Log(2*math.Pi))
+	}
+	evidenceCase := false
 	for _, c := range []struct {
 		name     string
 		ls, sn2  float64
@@ -625,40 +672,39 @@ func TestGRIEFIISize(t *testing.T) {
 		want     int
 	}{
 		{"short lengthscales, little noise: raised", 0.3, 1e-4, 10, 1000},
-		{"same, noise above the left-out variance: kept", 0.3, 5, 10, 100},
+		{"same, noise far above the left-out variance: kept", 0.3, 5, 10, 100},
+		{"noise above the left-out variance, evidence for the next rung: raised", 1, 0.02, 10, 1000},
+		{"noise above the left-out variance, no evidence: kept", 1, 0.1, 10, 100},
 		{"long lengthscales: kept", 30, 1e-3, 10, 100},
 		{"grid of 5^3 points: raised to what it holds", 0.3, 1e-4, 5, 125},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			grid := make([][]float64, 3)
-			for k := range grid {
-				grid[k] = make([]float64, c.gridSize)
-				for a := range grid[k] {
-					grid[k][a] = -2 + 4*float64(a)/float64(c.gridSize-1)
-				}
-			}
+			grid := evenGrid(c.gridSize)
 			theta := []float64{math.Log(c.ls), math.Log(c.ls), math.Log(c.ls), 0, math.Log(c.sn2)}
 			got, err := r.griefIISize(ctx, eng, ref.p, kernel.RBF, grid, theta, 100)
 			if err != nil {
 				t.Fatal(err)
 			}
-			// The rule itself, from the features: at p = 100 the left-out variance against the noise.
-			g, err := features.NewGRIEF(kernel.RBF, []float64{c.ls, c.ls, c.ls}, 1, grid, 100)
-			if err != nil {
-				t.Fatal(err)
-			}
-			z := make([]float64, ref.p.n*g.NumFeatures())
-			g.MapBlock(ref.rows.X, ref.p.n, z)
+			f100 := phi(c.ls, grid, 100)
 			var tr float64
-			for _, v := range z {
+			for _, v := range f100.RawMatrix().Data {
 				tr += v * v
 			}
-			left := 1 - tr/float64(ref.p.n)
-			t.Logf("left out %.4g at p = 100, noise %.4g: p = %d", left, c.sn2, got)
-			if got != min(c.want, int(math.Pow(float64(c.gridSize), 3))) || (got > 100) != (left > c.sn2) {
-				t.Errorf("p = %d, want %d (left out %.4g, noise %.4g)", got, c.want, left, c.sn2)
+			left := 1 - tr/float64(n)
+			next := min(1000, int(math.Pow(float64(c.gridSize), 3)))
+			gain := lml(phi(c.ls, grid, next), c.sn2) - lml(f100, c.sn2)
+			climb := left > c.sn2 || gain > griefEvidence
+			t.Logf("left out %.4g at p = 100, noise %.4g, evidence gain to %d %.4g nats: p = %d", left, c.sn2, next, gain, got)
+			if got != min(c.want, next) || (got > 100) != climb {
+				t.Errorf("p = %d, want %d (left out %.4g, noise %.4g, gain %.4g)", got, c.want, left, c.sn2, gain)
+			}
+			if got > 100 && !(left > c.sn2) {
+				evidenceCase = true
 			}
 		})
+	}
+	if !evidenceCase {
+		t.Error("no case climbed by the evidence alone")
 	}
 }
 

@@ -97,7 +97,7 @@ func init() {
 		Name:     "cg",
 		Summary:  "the exact GP by distributed conjugate gradients (BBMM-style, fixed or Russian-roulette truncation)",
 		Settings: func() proto.Message { return &pb.CGSettings{} },
-		Tasks:    []string{"moments", "sample", "rows", "kernel"},
+		Tasks:    []string{"moments", "sample", "rows", "kernel", "loo"},
 		Draws:    "probes and truncation lengths",
 		validate: validateCG,
 		train: func(ctx context.Context, r *run, eng engine.Engine, p *prepared) (*model.Model, error) {

@@ -25,7 +25,7 @@ type Method struct {
 	// Settings returns a fresh, zero settings message of the method (e.g. &pb.CGSettings{}).
 	Settings func() proto.Message
 	// Tasks are the kinds of map task the method runs, named as the fields of pb.Task's
-	// kind oneof ("moments", "gram", "rff", "rows", "distinct", "sample", "kernel").
+	// kind oneof ("moments", "gram", "rff", "rows", "distinct", "sample", "kernel", "loo").
 	Tasks []string
 	// Draws says what the job's seed draws for the method (rff: "frequencies"), for the help
 	// of --seed; empty when the method draws nothing of its own.

@@ -77,7 +77,13 @@ func (r *run) checkLOO(ctx context.Context, eng engine.Engine, m *model.Model, g
 		return fmt.Errorf("leave-one-out pass returned %T, not one part of four sums", st)
 	}
 	n := sum.Parts[0][2]
-	warnCalibration(m, int(n), sum.Parts[0][3]/n, sum.Parts[0][0]/n, sum.Parts[0][1]/n)
+	lo, hi, cov := sum.Parts[0][3]/n, sum.Parts[0][0]/n, sum.Parts[0][1]/n
+	ms := fmt.Sprintf("%.4g", hi)
+	if lo != hi {
+		ms = fmt.Sprintf("between %.4g and %.4g", lo, hi)
+	}
+	r.obs(Event{Phase: "loo", Message: fmt.Sprintf("standardized leave-one-out residuals: mean square %s (1 +- %.2g for a model that fits), %.1f%% inside their 95%% intervals", ms, looBand(int(n)), 100*cov)})
+	warnCalibration(m, int(n), lo, hi, cov)
 	return nil
 }
 

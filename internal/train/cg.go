@@ -43,7 +43,10 @@ package train
 //     the variance cache K_hat^-1 ~= Q T^-1 Q^T, stored as Minus = Q L_T^-T (T = L_T L_T^T),
 //     whose variances are never below the exact ones, grown until they are within an estimated
 //     3% of the exact ones at 64 training inputs (varianceCache), or of the fixed
-//     variance-rank.
+//     variance-rank;
+//  6. the leave-one-out check (Rasmussen & Williams 2006, eq. 5.12) as one map round on that
+//     posterior, bracketed by the cache's estimated excess (checkLOO, tasks.LOOTask), unless
+//     the mean solve or the cache did not converge.
 //
 // Checkpoints hold the start and Adam's state after each step; the rows pass is repeated on
 // resume (deterministic), so a resumed run gives the same model bits.

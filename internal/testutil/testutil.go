@@ -102,10 +102,7 @@ func FreeAddr(t testing.TB) string {
 		}
 	}
 	base := max(lo-12000, 1024)
-	for range 200 {
-		if lo-base < 100 {
-			break
-		}
+	for try := 0; try < 200 && lo-base >= 100; try++ {
 		port := base + rand.IntN(lo-base)
 		lis, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err != nil {

@@ -408,18 +408,19 @@ func (r *run) griefIIFit(ctx context.Context, eng engine.Engine, p *prepared, fa
 		}
 		next := griefNextP(np, top)
 		left := griefLeftOut(gram, h.SignalVariance)
-		if !(left > h.NoiseVariance) {
+		at := fmt.Sprintf("GRIEF-II: at the fitted theta %d eigenfunctions leave out %.3g of the prior variance %.3g per row", np, left, h.SignalVariance)
+		if left > h.NoiseVariance {
+			r.obs(Event{Phase: "sizing", Message: fmt.Sprintf("%s, more than the noise variance %.3g: refitting from there with %d", at, h.NoiseVariance, next)})
+		} else {
 			gain, err := griefRungGain(ctx, eng, p, fam, grid, h, gram, next)
 			if err != nil {
 				return nil, 0, nil, err
 			}
 			if !(gain > griefEvidence) {
-				r.obs(Event{Phase: "sizing", Message: fmt.Sprintf("GRIEF-II: at the fitted theta %d eigenfunctions leave out %.3g of the prior variance %.3g per row, at most the noise variance %.3g, and %d raise the log likelihood there by %.3g nats, not %g: keeping %d", np, left, h.SignalVariance, h.NoiseVariance, next, gain, griefEvidence, np)})
+				r.obs(Event{Phase: "sizing", Message: fmt.Sprintf("%s, at most the noise variance %.3g, and %d raise the log likelihood there by %.3g nats, not %g: keeping %d", at, h.NoiseVariance, next, gain, griefEvidence, np)})
 				return fit, np, gram, nil
 			}
-			r.obs(Event{Phase: "sizing", Message: fmt.Sprintf("GRIEF-II: at the fitted theta %d eigenfunctions leave out %.3g of the prior variance %.3g per row, at most the noise variance %.3g, but %d raise the log likelihood there by %.4g nats: refitting from there with %d", np, left, h.SignalVariance, h.NoiseVariance, next, gain, next)})
-		} else {
-			r.obs(Event{Phase: "sizing", Message: fmt.Sprintf("GRIEF-II: at the fitted theta %d eigenfunctions leave out %.3g of the prior variance %.3g per row, more than the noise variance %.3g: refitting from there with %d", np, left, h.SignalVariance, h.NoiseVariance, next)})
+			r.obs(Event{Phase: "sizing", Message: fmt.Sprintf("%s, at most the noise variance %.3g, but %d raise the log likelihood there by %.4g nats: refitting from there with %d", at, h.NoiseVariance, next, gain, next)})
 		}
 		np, theta = next, fit.theta
 		// The next rung's L-BFGS starts afresh; the trace and iterations are the last rung's.

@@ -78,11 +78,7 @@ func (r *run) checkLOO(ctx context.Context, eng engine.Engine, m *model.Model, g
 	}
 	n := sum.Parts[0][2]
 	lo, hi, cov := sum.Parts[0][3]/n, sum.Parts[0][0]/n, sum.Parts[0][1]/n
-	ms := fmt.Sprintf("%.4g", hi)
-	if lo != hi {
-		ms = fmt.Sprintf("between %.4g and %.4g", lo, hi)
-	}
-	r.obs(Event{Phase: "loo", Message: fmt.Sprintf("standardized leave-one-out residuals: mean square %s (1 +- %.2g for a model that fits), %.1f%% inside their 95%% intervals", ms, looBand(int(n)), 100*cov)})
+	r.obs(Event{Phase: "loo", Message: fmt.Sprintf("standardized leave-one-out residuals: %s (1 +- %.2g for a model that fits), %.1f%% inside their 95%% intervals", meanSquareText(lo, hi, 4), looBand(int(n)), 100*cov)})
 	warnCalibration(m, int(n), lo, hi, cov)
 	return nil
 }
@@ -110,12 +106,21 @@ func warnCalibration(m *model.Model, n int, msLo, msHi, coverage float64) {
 	default:
 		return
 	}
-	what := fmt.Sprintf("mean square %.3g", ms)
+	what := meanSquareText(msLo, msHi, 3)
 	if msLo != msHi {
-		what = fmt.Sprintf("mean square between %.3g and %.3g (the cached variances' tolerance)", msLo, msHi)
+		what += " (the cached variances' tolerance)"
 	}
 	m.Warn(model.WarnCalibration, "leave-one-out check on the %d training rows: the standardized residuals (y_i - mu_-i) / sigma_-i have %s where a model that fits gives 1 +- %.2g, and %.1f%% lie in their 95%% intervals: the predictive intervals are likely %s (by about %.2gx in standard deviation); the kernel or the Gaussian noise does not fit these data (a non-stationary signal, heavy-tailed or input-dependent noise; a transformed target, e.g. its log, may fit better)",
 		n, what, band, 100*coverage, side, sdFactor(ms))
+}
+
+// meanSquareText is "mean square X" for a known mean square, or "mean square between lo and
+// hi" for a bracket, to digits significant digits.
+func meanSquareText(lo, hi float64, digits int) string {
+	if lo == hi {
+		return fmt.Sprintf("mean square %.*g", digits, hi)
+	}
+	return fmt.Sprintf("mean square between %.*g and %.*g", digits, lo, digits, hi)
 }
 
 // sdFactor is the factor by which standard deviations are off for a mean square ms: sqrt(ms)

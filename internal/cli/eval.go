@@ -187,7 +187,7 @@ type specFlags struct {
 func (f *specFlags) register(cmd *cobra.Command, defMethod string) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.method, "method", defMethod, "training method: "+methodHelp())
-	fl.StringVar(&f.kernel, "kernel", "rbf", "kernel: rbf, matern12, matern32, matern52")
+	fl.StringVar(&f.kernel, "kernel", "", "kernel: rbf, matern12, matern32, matern52, or auto (exact only: the family with the highest marginal likelihood of rbf, matern52 and matern32) (default: auto for exact and --method auto, rbf for the other methods)")
 	fl.Uint64Var(&f.seed, "seed", 0, seedHelp())
 	fl.StringVar(&f.ls, "lengthscale-bounds", "", "LO,HI bounds on lengthscales, standardized units (default 0.05,100)")
 	fl.StringVar(&f.sf2, "signal-variance-bounds", "", "LO,HI bounds on the signal variance, standardized units (default 0.05,20)")
@@ -340,6 +340,8 @@ type evalResult struct {
 	// MethodRequested is "auto" when the method was chosen automatically, MethodReason why.
 	MethodRequested string `json:"method_requested,omitempty"`
 	MethodReason    string `json:"method_reason,omitempty"`
+	// KernelReason says why the exact method chose Kernel by the evidence (--kernel auto).
+	KernelReason string `json:"kernel_reason,omitempty"`
 	// Domain is the box of inputs where the model's approximation is accurate (gl), and
 	// OutsideDomain the number of test rows beyond it, which were scored with the prior.
 	Domain        string `json:"domain,omitempty"`
@@ -438,6 +440,7 @@ func score(m *model.Model, tr, te *shard.Table, shards, workers int, trainSec fl
 	if c := m.Choice; c != nil {
 		r.MethodRequested, r.MethodReason = c.Requested, c.Reason
 	}
+	r.KernelReason = m.KernelReason
 	if pred.NOutside > 0 {
 		r.Warnings = append(r.Warnings, warningResult{Code: model.WarnOutsideDomain, Message: outsideMessage(m, pred.NOutside, te.N())})
 	}
@@ -563,6 +566,9 @@ func printResult(w io.Writer, r *evalResult) {
 	fmt.Fprintf(w, ")\n")
 	if r.MethodRequested != "" {
 		fmt.Fprintf(w, "chosen by   %s: %s\n", r.MethodRequested, r.MethodReason)
+	}
+	if r.KernelReason != "" {
+		fmt.Fprintf(w, "kernel by   evidence: %s\n", r.KernelReason)
 	}
 	fmt.Fprintf(w, "data        %d train, %d test rows, d = %d, %d shards\n", r.NTrain, r.NTest, r.D, r.Shards)
 	fmt.Fprintf(w, "test RMSE   %.6g\n", r.RMSE)

@@ -65,7 +65,7 @@ func TestJobFileDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &pb.JobSpec{
-		Method: "auto", Kernel: "rbf",
+		Method: "auto", Kernel: "auto",
 		LengthscaleBounds: []float64{0.05, 100}, SignalVarianceBounds: []float64{0.05, 20}, NoiseVarianceBounds: []float64{1e-4, 2},
 		MaxIter: 100, Settings: &pb.JobSpec_Auto{Auto: &pb.AutoSettings{}}, Data: &pb.DataSource{Uri: "/data/x.csv", Format: "csv"},
 	}

@@ -19,7 +19,9 @@ type modelDescription struct {
 	// MethodRequested is "auto" when the method was chosen automatically, MethodReason why.
 	MethodRequested string `json:"method_requested,omitempty"`
 	MethodReason    string `json:"method_reason,omitempty"`
-	D               int    `json:"d"`
+	// KernelReason says why the exact method chose Kernel by the evidence (--kernel auto).
+	KernelReason string `json:"kernel_reason,omitempty"`
+	D            int    `json:"d"`
 	// Inputs are the input columns' names, in order; Target the target's.
 	Inputs          []string    `json:"inputs"`
 	Target          string      `json:"target"`
@@ -65,6 +67,7 @@ func describeModel(m *model.Model, source string, size int) *modelDescription {
 	if c := m.Choice; c != nil {
 		d.MethodRequested, d.MethodReason = c.Requested, c.Reason
 	}
+	d.KernelReason = m.KernelReason
 	if m.Posterior != nil {
 		d.Posterior = m.Posterior.Name()
 		for _, f := range m.Posterior.Describe() {
@@ -98,6 +101,9 @@ func printModelDescription(w io.Writer, d *modelDescription) error {
 	fmt.Fprintf(w, "method      %s (kernel %s)\n", d.Method, d.Kernel)
 	if d.MethodRequested != "" {
 		fmt.Fprintf(w, "chosen by   %s: %s\n", d.MethodRequested, d.MethodReason)
+	}
+	if d.KernelReason != "" {
+		fmt.Fprintf(w, "kernel by   evidence: %s\n", d.KernelReason)
 	}
 	fmt.Fprintf(w, "inputs      %s (d = %d); target %s\n", strings.Join(d.Inputs, ", "), d.D, d.Target)
 	fmt.Fprintf(w, "trained on  %d rows, %d iterations, log p(y) = %.6g", d.NTrain, d.Iterations, d.LogLikelihood)

@@ -217,6 +217,12 @@ func extensions() []extension {
 			encode:  func(e *Encoder, m *Model) { e.Str(m.Choice.Requested); e.Str(m.Choice.Reason) },
 			decode:  func(d *Decoder, m *Model) { m.Choice = &MethodChoice{Requested: d.Str(), Reason: d.Str()} },
 		},
+		{
+			tag:     "kernel_choice",
+			present: func(m *Model) bool { return m.KernelReason != "" },
+			encode:  func(e *Encoder, m *Model) { e.Str(m.KernelReason) },
+			decode:  func(d *Decoder, m *Model) { m.KernelReason = d.Str() },
+		},
 	}
 }
 

@@ -1,7 +1,8 @@
 package model
 
 // Describe lists what `model show` prints about a valid model, in this order: method (and,
-// for --method auto, method_requested and method_reason), kernel, d, columns and target when
+// for --method auto, method_requested and method_reason), kernel (and kernel_reason when
+// the exact method chose it by the evidence), d, columns and target when
 // named, n_train, the hyperparameters in the original units of the data (lengthscales,
 // signal_variance, noise_variance), log_likelihood (and log_likelihood_se when it is an
 // estimate), iterations, domain (in original units, when the model has one), warnings (as
@@ -13,7 +14,11 @@ func (m *Model) Describe() []Field {
 	if c := m.Choice; c != nil {
 		f = append(f, Field{"method_requested", c.Requested}, Field{"method_reason", c.Reason})
 	}
-	f = append(f, Field{"kernel", m.Kernel}, Field{"d", m.D})
+	f = append(f, Field{"kernel", m.Kernel})
+	if m.KernelReason != "" {
+		f = append(f, Field{"kernel_reason", m.KernelReason})
+	}
+	f = append(f, Field{"d", m.D})
 	if len(m.Columns) > 0 {
 		f = append(f, Field{"columns", m.Columns})
 	}

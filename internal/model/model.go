@@ -77,6 +77,11 @@ type Model struct {
 	Domain *Domain
 	Sizing *Sizing
 	Choice *MethodChoice
+
+	// KernelReason says why Kernel was chosen when the job let the exact method choose the
+	// family by the evidence (train.KernelAuto); empty when the job named the kernel. An
+	// optional tagged section of the encoding.
+	KernelReason string
 }
 
 // Original returns the hyperparameters in the original units of the data:

@@ -72,7 +72,7 @@ func autoGLFits(spec Spec, p *prepared, ext []float64, maxFeatures int) (bool, s
 	if p.d > AutoMaxGLDim {
 		return false, fmt.Sprintf("d = %d > %d (a Gauss-Legendre grid grows as nodes^d)", p.d, AutoMaxGLDim)
 	}
-	fam, _ := kernel.ParseFamily(spec.Kernel)
+	fam, _ := kernel.ParseFamily(resolveKernel(spec.Kernel, "gl"))
 	lmin, lmax := make([]float64, p.d), make([]float64, p.d)
 	for k := range lmin {
 		lmin[k], lmax[k] = spec.LengthscaleBounds[0], spec.LengthscaleBounds[1]

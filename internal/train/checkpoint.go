@@ -44,6 +44,12 @@ type Checkpoint struct {
 	// from (nil: the search's start).
 	GRIEFP     int
 	GRIEFTheta []float64
+	// Kernel is the family the exact method chose by the evidence (chooseKernel; empty
+	// before the choice or when the spec names one), KernelStart its fitted theta on the
+	// sampled rows and KernelReason the choice's sentence.
+	Kernel       string
+	KernelStart  []float64
+	KernelReason string
 	// Fallback is the method auto retrains with after its first choice ended at the all-noise
 	// fit (autoFallback), and FallbackReason why; empty until then.
 	Fallback, FallbackReason string

@@ -21,7 +21,7 @@ import (
 // target's variance. A Spec comes from a pb.JobSpec through SpecFromJobSpec.
 type Spec struct {
 	Method string // auto or a registered method (Methods)
-	Kernel string // rbf, matern12, matern32, matern52
+	Kernel string // rbf, matern12, matern32, matern52, or KernelAuto (exact and auto only)
 	Seed   uint64
 
 	// Names of the input columns and the target, recorded in the model (the CLI fills them
@@ -72,13 +72,43 @@ var (
 	DefaultNoiseVarianceBounds  = [2]float64{1e-4, 2}
 )
 
-// DefaultSpec returns the defaults for a method: kernel rbf, DefaultLengthscaleBounds,
+// KernelAuto is the kernel setting with which the exact method chooses the family by the
+// evidence (chooseKernel: rbf, matern52 or matern32, whichever has the highest log marginal
+// likelihood at its fitted hyperparameters). It is the default of the exact method and of
+// method auto; every other method, and auto when it chooses another method, takes
+// KernelDefault.
+const KernelAuto = "auto"
+
+// KernelDefault is the kernel of the methods that do not choose one: the squared exponential
+// (SE-ARD) of the five papers.
+const KernelDefault = "rbf"
+
+// defaultKernel is the kernel a spec of the method gets when the job names none.
+func defaultKernel(method string) string {
+	if method == "exact" || method == Auto {
+		return KernelAuto
+	}
+	return KernelDefault
+}
+
+// resolveKernel is the kernel setting a run of method (a registered method, not auto) uses:
+// KernelAuto stays for exact, which chooses by the evidence; any other method takes
+// KernelDefault for it.
+func resolveKernel(k, method string) string {
+	if k == KernelAuto && method != "exact" {
+		return KernelDefault
+	}
+	return k
+}
+
+// DefaultSpec returns the defaults for a method: kernel KernelAuto for exact and auto,
+// KernelDefault (rbf) for the others, DefaultLengthscaleBounds,
 // DefaultSignalVarianceBounds and DefaultNoiseVarianceBounds (standardized units), and a
 // fresh settings message of the method (nil for an unknown method).
 func DefaultSpec(method string) Spec {
 	s := Spec{
 		Method:               method,
-		Kernel:               "rbf",
+		Kernel:               defaultKernel(method),
 		LengthscaleBounds:    DefaultLengthscaleBounds,
 		SignalVarianceBounds: DefaultSignalVarianceBounds,
 		NoiseVarianceBounds:  DefaultNoiseVarianceBounds,
@@ -244,8 +274,12 @@ func (s *Spec) Validate(d int) error {
 			return fmt.Errorf("method: unknown method %q; use %s", s.Method, methodChoices())
 		}
 	}
-	if _, err := kernel.ParseFamily(s.Kernel); err != nil {
-		return fmt.Errorf("kernel: %w", err)
+	if s.Kernel == KernelAuto {
+		if s.Method != Auto && s.Method != "exact" {
+			return fmt.Errorf("kernel: auto (the choice by the evidence) is the exact method's; name the kernel for %s: one of %s", s.Method, strings.Join(kernel.FamilyNames(), ", "))
+		}
+	} else if _, err := kernel.ParseFamily(s.Kernel); err != nil {
+		return fmt.Errorf("kernel: %w; or auto with the exact method", err)
 	}
 	for _, b := range []struct {
 		name string

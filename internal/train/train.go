@@ -54,6 +54,8 @@ func Run(ctx context.Context, eng engine.Engine, spec Spec, hooks Hooks) (*model
 
 // trainWith validates spec for the prepared data and trains its method.
 func (r *run) trainWith(ctx context.Context, eng engine.Engine, spec Spec, p *prepared) (*model.Model, error) {
+	spec.Kernel = resolveKernel(spec.Kernel, spec.Method)
+	r.spec.Kernel = spec.Kernel
 	if err := spec.Validate(p.d); err != nil {
 		return nil, err
 	}

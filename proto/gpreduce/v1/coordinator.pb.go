@@ -86,7 +86,9 @@ type JobSpec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// auto, gl, rff, exact, grief, cg, kmcg or vof (clients default to auto).
 	Method string `protobuf:"bytes,1,opt,name=method,proto3" json:"method,omitempty"`
-	// rbf, matern12, matern32 or matern52 (default rbf).
+	// rbf, matern12, matern32, matern52, or auto (exact and method auto only: the exact
+	// method fits rbf, matern52 and matern32 and keeps the one of highest marginal
+	// likelihood). Default: auto for exact and method auto, rbf for the other methods.
 	Kernel               string      `protobuf:"bytes,2,opt,name=kernel,proto3" json:"kernel,omitempty"`
 	Seed                 uint64      `protobuf:"varint,3,opt,name=seed,proto3" json:"seed,omitempty"`
 	LengthscaleBounds    []float64   `protobuf:"fixed64,4,rep,packed,name=lengthscale_bounds,json=lengthscaleBounds,proto3" json:"lengthscale_bounds,omitempty"`

@@ -42,6 +42,10 @@ type jobResult struct {
 	// ChosenMethod and MethodReason: what method auto chose and why (once succeeded).
 	ChosenMethod string `json:"chosen_method,omitempty"`
 	MethodReason string `json:"method_reason,omitempty"`
+	// ChosenKernel and KernelReason: the kernel the exact method chose by the evidence
+	// (kernel auto) and why (once succeeded).
+	ChosenKernel string `json:"chosen_kernel,omitempty"`
+	KernelReason string `json:"kernel_reason,omitempty"`
 	// Warnings are the model's warnings (once succeeded; [] when there are none).
 	Warnings []warningResult `json:"warnings,omitempty"`
 }
@@ -70,6 +74,9 @@ func newJobResult(j *pb.Job) *jobResult {
 		if c := m.GetMethodChoice(); c != nil {
 			r.ChosenMethod, r.MethodReason = c.GetMethod(), c.GetReason()
 		}
+		if m.GetKernelReason() != "" {
+			r.ChosenKernel, r.KernelReason = m.GetKernel(), m.GetKernelReason()
+		}
 		r.Warnings = []warningResult{}
 		for _, w := range j.GetWarnings() {
 			r.Warnings = append(r.Warnings, warningResult{Code: w.GetCode(), Message: w.GetMessage()})
@@ -88,6 +95,9 @@ func printJob(w io.Writer, j *pb.Job) {
 	fmt.Fprintf(w, "method      %s (kernel %s)\n", r.Method, r.Kernel)
 	if r.ChosenMethod != "" {
 		fmt.Fprintf(w, "chosen      %s: %s\n", r.ChosenMethod, r.MethodReason)
+	}
+	if r.ChosenKernel != "" {
+		fmt.Fprintf(w, "kernel by   evidence: %s\n", r.KernelReason)
 	}
 	data := r.Data
 	if d := j.GetSpec().GetData(); d.GetFormat() == "uci" {

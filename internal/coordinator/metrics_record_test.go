@@ -17,6 +17,7 @@ func TestMetricsRecords(t *testing.T) {
 		NTrain:          1500, LogLikelihood: -123.25, Iterations: 17, TrainSeconds: 2.5, ModelBytes: 4096,
 		MethodChoice: &pb.MethodChoice{Method: "exact", Reason: "n = 40 <= exact-max-rows 5000"},
 		Warnings:     []*pb.Warning{{Code: "not_converged", Message: "raise max-iter"}},
+		Kernel:       "matern32", KernelReason: "matern32: the highest log marginal likelihood",
 	}
 	enc, err := encodeMetrics(full)
 	if err != nil {

@@ -348,6 +348,7 @@ func jobMetrics(m *model.Model, modelBytes int, took time.Duration) *pb.JobMetri
 		Hyperparameters: &pb.Hyperparameters{Lengthscales: h.Lengthscales, SignalVariance: h.SignalVariance, NoiseVariance: h.NoiseVariance},
 		NTrain:          int64(m.NTrain), LogLikelihood: m.LogLik, Iterations: int32(m.Iterations),
 		TrainSeconds: took.Seconds(), ModelBytes: int64(modelBytes),
+		Kernel: m.Kernel, KernelReason: m.KernelReason,
 	}
 	if m.Choice != nil {
 		jm.MethodChoice = &pb.MethodChoice{Method: m.Method, Reason: m.Choice.Reason}

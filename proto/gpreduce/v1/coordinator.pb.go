@@ -1489,7 +1489,11 @@ type JobMetrics struct {
 	// For a job submitted with method "auto": the method chosen and why.
 	MethodChoice *MethodChoice `protobuf:"bytes,7,opt,name=method_choice,json=methodChoice,proto3" json:"method_choice,omitempty"`
 	// What a user should know before trusting the model (codes as in Warning).
-	Warnings      []*Warning `protobuf:"bytes,8,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	Warnings []*Warning `protobuf:"bytes,8,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	// The model's kernel family, and why the exact method chose it when the job's kernel is
+	// auto (empty when the job named the kernel).
+	Kernel        string `protobuf:"bytes,9,opt,name=kernel,proto3" json:"kernel,omitempty"`
+	KernelReason  string `protobuf:"bytes,10,opt,name=kernel_reason,json=kernelReason,proto3" json:"kernel_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1578,6 +1582,20 @@ func (x *JobMetrics) GetWarnings() []*Warning {
 		return x.Warnings
 	}
 	return nil
+}
+
+func (x *JobMetrics) GetKernel() string {
+	if x != nil {
+		return x.Kernel
+	}
+	return ""
+}
+
+func (x *JobMetrics) GetKernelReason() string {
+	if x != nil {
+		return x.KernelReason
+	}
+	return ""
 }
 
 // MethodChoice is the method --method auto chose for a job and the reason.
@@ -3271,7 +3289,7 @@ const file_gpreduce_v1_coordinator_proto_rawDesc = "" +
 	"modelBytes\x12>\n" +
 	"\rmethod_choice\x18\x0e \x01(\v2\x19.gpreduce.v1.MethodChoiceR\fmethodChoice\x120\n" +
 	"\bwarnings\x18\x0f \x03(\v2\x14.gpreduce.v1.WarningR\bwarnings\x121\n" +
-	"\ametrics\x18\x10 \x01(\v2\x17.gpreduce.v1.JobMetricsR\ametrics\"\xec\x02\n" +
+	"\ametrics\x18\x10 \x01(\v2\x17.gpreduce.v1.JobMetricsR\ametrics\"\xa9\x03\n" +
 	"\n" +
 	"JobMetrics\x12F\n" +
 	"\x0fhyperparameters\x18\x01 \x01(\v2\x1c.gpreduce.v1.HyperparametersR\x0fhyperparameters\x12\x17\n" +
@@ -3284,7 +3302,10 @@ const file_gpreduce_v1_coordinator_proto_rawDesc = "" +
 	"\vmodel_bytes\x18\x06 \x01(\x03R\n" +
 	"modelBytes\x12>\n" +
 	"\rmethod_choice\x18\a \x01(\v2\x19.gpreduce.v1.MethodChoiceR\fmethodChoice\x120\n" +
-	"\bwarnings\x18\b \x03(\v2\x14.gpreduce.v1.WarningR\bwarnings\">\n" +
+	"\bwarnings\x18\b \x03(\v2\x14.gpreduce.v1.WarningR\bwarnings\x12\x16\n" +
+	"\x06kernel\x18\t \x01(\tR\x06kernel\x12#\n" +
+	"\rkernel_reason\x18\n" +
+	" \x01(\tR\fkernelReason\">\n" +
 	"\fMethodChoice\x12\x16\n" +
 	"\x06method\x18\x01 \x01(\tR\x06method\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"7\n" +

@@ -64,9 +64,10 @@ func completeMethods(*cobra.Command, []string, string) ([]string, cobra.ShellCom
 	return train.MethodNames(), cobra.ShellCompDirectiveNoFileComp
 }
 
-// completeKernels completes --kernel with the kernel families.
+// completeKernels completes --kernel with the kernel families and auto (exact's evidence
+// choice).
 func completeKernels(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
-	return kernel.FamilyNames(), cobra.ShellCompDirectiveNoFileComp
+	return append(kernel.FamilyNames(), train.KernelAuto), cobra.ShellCompDirectiveNoFileComp
 }
 
 // registerSpecCompletions adds the completions of the method-setting flags --method and

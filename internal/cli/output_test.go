@@ -345,7 +345,7 @@ func TestCompletion(t *testing.T) {
 		not  []string
 	}{
 		{[]string{"eval", "--method", ""}, train.MethodNames(), nil},
-		{[]string{"submit", "--kernel", ""}, []string{"rbf", "matern12", "matern32", "matern52"}, nil},
+		{[]string{"submit", "--kernel", ""}, []string{"rbf", "matern12", "matern32", "matern52", "auto"}, nil},
 		{[]string{"status", "--addr", f.addr, "--token", testToken, ""}, []string{"j-1\trunning gl", "k-2\tsucceeded exact"}, nil},
 		{[]string{"cancel", "--addr", f.addr, "--token", testToken, "k"}, []string{"k-2\tsucceeded exact"}, []string{"j-1"}},
 		{[]string{"delete", "--addr", f.addr, "--token", testToken, "j-1", ""}, []string{"k-2\tsucceeded exact"}, []string{"j-1\t"}},

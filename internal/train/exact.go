@@ -4,6 +4,8 @@ package train
 // measured against. All rows are gathered to the coordinator, so it refuses more than
 // exact_max_rows rows (ExactSettings; default DefaultExactMaxRows): each likelihood evaluation is an
 // O(n^3) Cholesky plus an O(n^3) inverse for the gradient traces, and n^2 floats of memory.
+// With the kernel setting KernelAuto (its default) it first chooses the kernel family by the
+// evidence on the search's sampled rows (chooseKernel), then fits that family on all rows.
 
 import (
 	"context"

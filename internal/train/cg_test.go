@@ -283,7 +283,7 @@ func cgTrainData(n int) (tr, te *shard.Table) {
 // posterior matches the exact one's; the Lanczos cache gives variances no smaller than exact.
 func TestCGTrainingReachesExactOptimum(t *testing.T) {
 	tr, te := cgTrainData(200)
-	exactSpec := DefaultSpec("exact")
+	exactSpec := exactSE()
 	ex := trainOn(t, tr, exactSpec, 3, 2)
 	spec := DefaultSpec("cg")
 	set(&spec, "cg_iters", 200)
@@ -593,7 +593,7 @@ func TestKMCGPredictsLikeExact(t *testing.T) {
 	if !ok {
 		t.Fatal("no expansion")
 	}
-	ex := trainOn(t, tr, DefaultSpec("exact"), 3, 2)
+	ex := trainOn(t, tr, exactSE(), 3, 2)
 	pe, _ := ex.Predict(te.X, te.N())
 	pk, _ := m.Predict(te.X, te.N())
 	re, rk := rmseOf(pe.Mean, te.Y), rmseOf(pk.Mean, te.Y)
@@ -640,7 +640,7 @@ func TestKernelQuadAllFamilies(t *testing.T) {
 // (reached from a 1000-row start by L-BFGS on all rows) to the optimizers' tolerance.
 func TestKMCGHyperparametersAreTheExactFit(t *testing.T) {
 	tr := synthTable(1300, 2, 41)
-	ex := trainOn(t, tr, DefaultSpec("exact"), 4, 2)
+	ex := trainOn(t, tr, exactSE(), 4, 2)
 	km := trainOn(t, tr, DefaultSpec("kmcg"), 4, 2)
 	he, hk := ex.Hyper, km.Hyper
 	want := append(append([]float64(nil), he.Lengthscales...), he.SignalVariance, he.NoiseVariance)

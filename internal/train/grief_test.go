@@ -393,7 +393,7 @@ func griefSpec(inference string) Spec {
 func TestGRIEFType2ReachesExact(t *testing.T) {
 	tr, te := synthTable(500, 2, 21), synthTable(300, 2, 22)
 	ctx := context.Background()
-	ex, err := Train(ctx, localEngine(t, tr, 4, 2), DefaultSpec("exact"), nil)
+	ex, err := Train(ctx, localEngine(t, tr, 4, 2), exactSE(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -849,7 +849,7 @@ func sin2D(n int, seed uint64) *shard.Table {
 func TestGRIEFGridHoldsLowDimensions(t *testing.T) {
 	tr, te := sin2D(1500, 1), sin2D(400, 2)
 	ctx := context.Background()
-	ex, err := Train(ctx, localEngine(t, tr, 4, 2), DefaultSpec("exact"), nil)
+	ex, err := Train(ctx, localEngine(t, tr, 4, 2), exactSE(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -905,7 +905,7 @@ func heavy3D(n int, seed uint64) *shard.Table {
 func TestGRIEFGridFollowsHeavyTails(t *testing.T) {
 	tr, te := heavy3D(1000, 1), heavy3D(400, 2)
 	ctx := context.Background()
-	ex, err := Train(ctx, localEngine(t, tr, 4, 2), DefaultSpec("exact"), nil)
+	ex, err := Train(ctx, localEngine(t, tr, 4, 2), exactSE(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -91,3 +91,12 @@ func gradErr(a, b []float64) float64 {
 }
 
 func relErr(a, b float64) float64 { return math.Abs(a-b) / math.Max(1, math.Abs(b)) }
+
+// exactSE is the exact method's default spec with the SE kernel named: the reference for the
+// approximations, which all use the SE kernel by default, where exact's own default would
+// choose the family by the evidence (chooseKernel).
+func exactSE() Spec {
+	s := DefaultSpec("exact")
+	s.Kernel = KernelDefault
+	return s
+}

@@ -233,7 +233,7 @@ func TestModelRoundTripAndPredict(t *testing.T) {
 // model's hyperparameters, and its optimum has a vanishing projected gradient.
 func TestExactMethodMatchesSolver(t *testing.T) {
 	tab := synthTable(200, 2, 51)
-	spec := DefaultSpec("exact")
+	spec := exactSE()
 	m := trainOn(t, tab, spec, 3, 2)
 	eng := localEngine(t, tab, 3, 2)
 	ref := newReference(t, eng, kernel.RBF)

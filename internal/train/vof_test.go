@@ -74,7 +74,7 @@ func TestVOFMatchesExactRMSE(t *testing.T) {
 		}},
 	} {
 		t.Run(data.name, func(t *testing.T) {
-			ex := trainOn(t, data.tr, DefaultSpec("exact"), 4, 2)
+			ex := trainOn(t, data.tr, exactSE(), 4, 2)
 			eEx := math.Sqrt(testMSE(t, ex, data.te))
 			for i, spec := range data.cases {
 				if testing.Short() && i >= 2 {
@@ -273,7 +273,7 @@ func TestVOFLayoutChoice(t *testing.T) {
 // default stays the tensor product without a sizing warning.
 func TestVOFDefaultLayout(t *testing.T) {
 	tr5, te5 := synthTable(400, 5, 31), synthTable(300, 5, 32)
-	ex := trainOn(t, tr5, DefaultSpec("exact"), 4, 2)
+	ex := trainOn(t, tr5, exactSE(), 4, 2)
 	eEx := math.Sqrt(testMSE(t, ex, te5))
 	for _, c := range []struct {
 		name     string

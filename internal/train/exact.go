@@ -186,13 +186,12 @@ func (r *run) chooseKernel(ctx context.Context, eng engine.Engine, p *prepared, 
 		if err := optimizer.MinimizeLBFGSB(ctx, prob.objective, st, lower, upper, optimizer.LBFGSSettings{MaxIter: r.spec.maxIter(), FuncTol: searchFuncTol, GradTol: fitGradTol}, nil); err != nil {
 			return 0, nil, "", fmt.Errorf("kernel choice: %s fit on %s: %w", fam, rows, err)
 		}
-		theta := st.X
-		e, err := prob.build(theta)
-		if err != nil {
+		// st.F is the objective at st.X: the likelihood needs no second factorization.
+		theta, lml := st.X, -st.F
+		if math.IsInf(lml, -1) || math.IsNaN(lml) {
 			parts = append(parts, fmt.Sprintf("%s not positive definite", fam))
 			continue
 		}
-		lml := e.LogMarginalLikelihood()
 		parts = append(parts, fmt.Sprintf("%s %.2f", fam, lml))
 		r.obs(Event{Phase: "kernel", Message: fmt.Sprintf("%s: log marginal likelihood %.4g on %s", fam, lml, rows)})
 		if lml > bestLML {

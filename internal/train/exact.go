@@ -145,11 +145,14 @@ func kernelChoices() []kernel.Family {
 // chooseKernel chooses the kernel family of an exact fit by the evidence (Bayesian model
 // selection: Rasmussen & Williams 2006, §5.4.1, the marginal likelihood of each model at its
 // type-II maximum). x0 is the search's outcome with the SE kernel on the search's
-// min(n, startRows) sampled rows (all rows when n <= startRows); each family is polished
-// from x0 on those rows by the same L-BFGS, and the family with the highest
-// log marginal likelihood there wins (the SE kernel on ties). It returns the family, its
-// fitted theta (the start of the method's own fit) and a sentence on the choice. The choice
-// is kept in the checkpoint, so a resumed run trains the same family from the same start.
+// min(n, startRows) sampled rows (all rows when n <= startRows). The SE kernel is polished
+// from x0 on those rows by the same L-BFGS; each Matern family is polished from x0 and from
+// the winner of its own restarts (the search's steps 3-4 with that family, the same starts on
+// the same searchRows rows), keeping the higher: a rougher kernel's best optimum need not lie
+// in the SE kernel's basin. The family with the highest log marginal likelihood there wins
+// (the SE kernel on ties). It returns the family, its fitted theta (the start of the method's
+// own fit) and a sentence on the choice. The choice is kept in the checkpoint, so a resumed
+// run trains the same family from the same start.
 func (r *run) chooseKernel(ctx context.Context, eng engine.Engine, p *prepared, x0, lower, upper []float64) (kernel.Family, []float64, string, error) {
 	if r.ck.Kernel != "" {
 		fam, err := kernel.ParseFamily(r.ck.Kernel)
@@ -179,12 +182,30 @@ func (r *run) chooseKernel(ctx context.Context, eng engine.Engine, p *prepared, 
 		// is at its own optimum (the search polishes only when n > searchRows). The search's
 		// tolerance suffices: a relative 1e-6 of a likelihood is far below the nats that
 		// separate the families, and the method's own fit then converges to fitFuncTol.
-		st, err := optimizer.NewLBFGSState(x0, lower, upper)
-		if err != nil {
-			return 0, nil, "", fmt.Errorf("kernel choice: %w", err)
+		starts := [][]float64{x0}
+		if fam != kernel.RBF {
+			own, err := r.familyRestarts(ctx, prob, lower, upper)
+			if err != nil {
+				return 0, nil, "", fmt.Errorf("kernel choice: %s: %w", fam, err)
+			}
+			if own != nil {
+				starts = append(starts, own)
+			}
 		}
-		if err := optimizer.MinimizeLBFGSB(ctx, prob.objective, st, lower, upper, optimizer.LBFGSSettings{MaxIter: r.spec.maxIter(), FuncTol: searchFuncTol, GradTol: fitGradTol}, nil); err != nil {
-			return 0, nil, "", fmt.Errorf("kernel choice: %s fit on %s: %w", fam, rows, err)
+		var st *optimizer.LBFGSState
+		for _, s0 := range starts {
+			cand, err := optimizer.NewLBFGSState(s0, lower, upper)
+			if err != nil {
+				return 0, nil, "", fmt.Errorf("kernel choice: %w", err)
+			}
+			if err := optimizer.MinimizeLBFGSB(ctx, prob.objective, cand, lower, upper, optimizer.LBFGSSettings{MaxIter: r.spec.maxIter(), FuncTol: searchFuncTol, GradTol: fitGradTol}, nil); err != nil {
+				return 0, nil, "", fmt.Errorf("kernel choice: %s fit on %s: %w", fam, rows, err)
+			}
+			// The first start wins ties, so a family whose own restarts find nothing better
+			// keeps the polish from the SE kernel's optimum.
+			if st == nil || cand.F < st.F {
+				st = cand
+			}
 		}
 		// st.F is the objective at st.X: the likelihood needs no second factorization.
 		theta, lml := st.X, -st.F
@@ -205,4 +226,21 @@ func (r *run) chooseKernel(ctx context.Context, eng engine.Engine, p *prepared, 
 	r.obs(Event{Phase: "kernel", Message: "chose " + why})
 	r.ck.Kernel, r.ck.KernelStart, r.ck.KernelReason = best.String(), bestTheta, why
 	return best, bestTheta, why, r.save(ctx)
+}
+
+// familyRestarts runs the search's restarts (steps 3-4 of search.go: the same starts from the
+// same seed, on the first searchRows rows of prob) with prob's kernel family and returns the
+// winner by the all-noise rule, or nil when no start's likelihood is finite.
+func (r *run) familyRestarts(ctx context.Context, prob *exactProblem, lower, upper []float64) ([]float64, error) {
+	sub := prob.head(searchRows)
+	starts := searchStarts(medianLengthscales(sub.x, len(sub.y), sub.d), lower, upper, r.spec.Seed)
+	rs := make([]Restart, 0, len(starts))
+	for _, x := range starts {
+		res, err := sub.restart(ctx, x, lower, upper)
+		if err != nil {
+			return nil, err
+		}
+		rs = append(rs, res)
+	}
+	return pickRestart(rs), nil
 }

@@ -289,24 +289,36 @@ func TestWarningsPrinted(t *testing.T) {
 	}
 }
 
-// TestEvalCalibrationWarning: the leave-one-out check warns on yacht, whose target grows
-// exponentially with one input (split 0: test coverage95 0.867, the training rows' LOO mean
-// square 1.52 with exact, 1.51 with grief, 1.45 with rff), and not on concrete or servo, where
-// the model fits.
+// TestEvalCalibrationWarning: the leave-one-out check warns when the predictive intervals are
+// too narrow for the data, and not where the model fits (concrete, servo). The failing cases
+// hold the noise variance far below the data's (standardized bounds 1e-6..1e-5; concrete's
+// fitted noise is about 0.1): the standardized residuals' mean square is then in the
+// hundreds or thousands with exact, rff and grief on concrete and 6.2 with cg on servo (cg's
+// concrete cache stops unconverged there, and its check is then not made). Yacht split 0,
+// whose check fired with every method before the search's far starts, now sits at the
+// band's edge (mean square 1.28-1.36 against 1 +- 0.34: exact and grief warn, rff and cg do
+// not) and is no longer a case either way.
 func TestEvalCalibrationWarning(t *testing.T) {
+	tight := []string{"--noise-variance-bounds", "1e-6,1e-5"}
 	for _, c := range []struct {
 		data, method string
+		flags        []string
 		want         bool
 	}{
-		{"yacht", "exact", true}, {"concrete", "exact", false}, {"servo", "exact", false},
+		{"concrete", "exact", tight, true}, {"concrete", "exact", nil, false}, {"servo", "exact", nil, false},
 		// The feature methods' check is a map round over the training rows (tasks.LOOTask).
-		{"yacht", "grief", true}, {"yacht", "rff", true}, {"concrete", "grief", false},
+		{"concrete", "grief", tight, true}, {"concrete", "rff", tight, true}, {"concrete", "grief", nil, false},
 		// cg's: the same round on the mean solve and the variance cache, bracketed by the
-		// cache's tolerance (yacht: mean square in [1.47, 1.54], exact's 1.52).
-		{"yacht", "cg", true}, {"concrete", "cg", false},
+		// cache's tolerance.
+		{"servo", "cg", tight, true}, {"concrete", "cg", nil, false},
 	} {
-		t.Run(c.data+"/"+c.method, func(t *testing.T) {
-			code, out, errOut := run(t, "eval", "--uci", filepath.Join("..", "..", "testdata", "uci", c.data), "--split", "0", "--method", c.method, "--json")
+		name := c.data + "/" + c.method
+		if c.flags != nil {
+			name += "/tight-noise"
+		}
+		t.Run(name, func(t *testing.T) {
+			args := append([]string{"eval", "--uci", filepath.Join("..", "..", "testdata", "uci", c.data), "--split", "0", "--method", c.method, "--json"}, c.flags...)
+			code, out, errOut := run(t, args...)
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, errOut)
 			}

@@ -147,9 +147,10 @@ func kernelChoices() []kernel.Family {
 // type-II maximum). x0 is the search's outcome with the SE kernel on the search's
 // min(n, startRows) sampled rows (all rows when n <= startRows). The SE kernel is polished
 // from x0 on those rows by the same L-BFGS; each Matern family is polished from x0 and from
-// the winner of its own restarts (the search's steps 3-4 with that family, the same starts on
-// the same searchRows rows), keeping the higher: a rougher kernel's best optimum need not lie
-// in the SE kernel's basin. The family with the highest log marginal likelihood there wins
+// the winner of its own restarts from the search's far starts (steps 3-4 of search.go with
+// that family, on the same searchRows rows; the near starts lie in the SE fit's basin, which
+// the polish from x0 covers), keeping the higher: a rougher kernel's best optimum need not
+// lie in the SE kernel's basin. The family with the highest log marginal likelihood there wins
 // (the SE kernel on ties). It returns the family, its fitted theta (the start of the method's
 // own fit) and a sentence on the choice. The choice is kept in the checkpoint, so a resumed
 // run trains the same family from the same start.
@@ -228,12 +229,13 @@ func (r *run) chooseKernel(ctx context.Context, eng engine.Engine, p *prepared, 
 	return best, bestTheta, why, r.save(ctx)
 }
 
-// familyRestarts runs the search's restarts (steps 3-4 of search.go: the same starts from the
-// same seed, on the first searchRows rows of prob) with prob's kernel family and returns the
-// winner by the all-noise rule, or nil when no start's likelihood is finite.
+// familyRestarts runs the search's far restarts (step 3 of search.go: the starts anywhere in
+// the box, from the same seed, on the first searchRows rows of prob) with prob's kernel
+// family and returns the winner by the all-noise rule (step 4), or nil when no start's
+// likelihood is finite.
 func (r *run) familyRestarts(ctx context.Context, prob *exactProblem, lower, upper []float64) ([]float64, error) {
 	sub := prob.head(searchRows)
-	starts := searchStarts(medianLengthscales(sub.x, len(sub.y), sub.d), lower, upper, r.spec.Seed)
+	starts := searchStarts(medianLengthscales(sub.x, len(sub.y), sub.d), lower, upper, r.spec.Seed)[searchNearStarts:]
 	rs := make([]Restart, 0, len(starts))
 	for _, x := range starts {
 		res, err := sub.restart(ctx, x, lower, upper)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gpreduce/gpreduce/internal/model"
+	"github.com/gpreduce/gpreduce/internal/testutil"
 )
 
 // A job is the flags of one training job, in the forms submit and eval take.
@@ -48,7 +49,7 @@ func rff2d() job {
 // yacht: Gauss-Legendre features on UCI yacht, split 0 (278 training rows, 6 inputs, so 3
 // nodes per input: 729 features), in 4 shards.
 func yacht(t *testing.T) job {
-	dir := filepath.Join(sharedData(t), "uci", "yacht")
+	dir := filepath.Join(testutil.SharedData(t), "uci", "yacht")
 	return job{
 		spec:   []string{"--method", "gl", "--lengthscale-bounds", "0.5,2", "--nodes-per-dim", "3,3,3,3,3,3", "--max-iter", "40"},
 		submit: []string{"--data", dir, "--format", "uci", "--split", "0", "--shards", "4"},

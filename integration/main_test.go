@@ -14,8 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/gpreduce/gpreduce/internal/shard"
 )
 
 // bins holds the binaries TestMain builds, and data the generated data sets.
@@ -111,17 +109,4 @@ func writeGzip(path, body string) error {
 		return err
 	}
 	return f.Close()
-}
-
-// sharedData returns ../shared/data: a missing directory skips the test, or fails it in CI.
-func sharedData(t testing.TB) string {
-	t.Helper()
-	dir, err := shard.SharedDataDir()
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
-	return dir
 }

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/gpreduce/gpreduce/internal/model"
-	"github.com/gpreduce/gpreduce/internal/shard"
+	"github.com/gpreduce/gpreduce/internal/testutil"
 )
 
 // run executes the coordinator command line and returns exit code, stdout and stderr.
@@ -212,7 +212,7 @@ func TestDemoAndPredict(t *testing.T) {
 }
 
 func TestUCISplitThroughEval(t *testing.T) {
-	dir := sharedData(t)
+	dir := testutil.SharedData(t)
 	code, out, errOut := run(t, "eval", "--method", "exact", "--uci", filepath.Join(dir, "uci", "challenger"), "--split", "2", "--json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -231,19 +231,6 @@ func TestUCISplitThroughEval(t *testing.T) {
 	if code, _, errOut := run(t, "eval", "--method", "exact", "--uci", filepath.Join(dir, "uci", "challenger"), "--split", "12"); code != 1 || !strings.Contains(errOut, "split") {
 		t.Errorf("split 12: exit %d, %s", code, errOut)
 	}
-}
-
-// sharedData locates ../shared/data from the module root; missing data fails in CI.
-func sharedData(t testing.TB) string {
-	t.Helper()
-	dir, err := shard.SharedDataDir()
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
-	return dir
 }
 
 // checkStandardized reads the printed test RMSE and NLL and the standardized figures, and

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/gpreduce/gpreduce/internal/shard"
 )
 
 // logWriter forwards log lines to t.Log until the test's cleanups have run, then drops them
@@ -118,4 +120,18 @@ func FreeAddr(t testing.TB) string {
 	}
 	defer lis.Close()
 	return lis.Addr().String()
+}
+
+// SharedData returns the shared data directory ../shared/data next to the module root
+// (shard.SharedDataDir): a missing directory skips the test, or fails it when CI=true.
+func SharedData(t testing.TB) string {
+	t.Helper()
+	dir, err := shard.SharedDataDir()
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	return dir
 }

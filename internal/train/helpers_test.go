@@ -4,7 +4,6 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
-	"os"
 	"testing"
 
 	"github.com/gpreduce/gpreduce/internal/engine"
@@ -100,18 +99,4 @@ func exactSE() Spec {
 	s := DefaultSpec("exact")
 	s.Kernel = KernelDefault
 	return s
-}
-
-// sharedData returns the shared data directory, skipping the test when it is missing
-// (failing instead when CI=true), as shard's tests do.
-func sharedData(t testing.TB) string {
-	t.Helper()
-	dir, err := shard.SharedDataDir()
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
-	return dir
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/gpreduce/gpreduce/internal/reduce"
 	"github.com/gpreduce/gpreduce/internal/shard"
 	"github.com/gpreduce/gpreduce/internal/solver"
+	"github.com/gpreduce/gpreduce/internal/testutil"
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
 
@@ -229,7 +230,7 @@ func TestSearchStarts(t *testing.T) {
 // best of 24 independent starts, uniform in the box, each run to convergence (before the far
 // starts: 338.95 against 346.04).
 func TestExactSearchFindsBestOptimum(t *testing.T) {
-	tr, _, err := shard.LoadUCI(filepath.Join(sharedData(t), "uci", "yacht"), 0)
+	tr, _, err := shard.LoadUCI(filepath.Join(testutil.SharedData(t), "uci", "yacht"), 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,29 +23,16 @@ import (
 
 	"github.com/gpreduce/gpreduce/internal/auth"
 	"github.com/gpreduce/gpreduce/internal/shard"
+	"github.com/gpreduce/gpreduce/internal/testutil"
 	"github.com/gpreduce/gpreduce/internal/wire"
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
-
-// sharedData returns the shared data directory, skipping the test when it is missing
-// (failing instead when CI=true).
-func sharedData(t testing.TB) string {
-	t.Helper()
-	dir, err := shard.SharedDataDir()
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
-	return dir
-}
 
 // TestRunTaskUCI runs the moments pass over the shards of a UCI split through the worker
 // and checks them against PartitionCount of LoadUCI, as `coordinator eval --uci` cuts them.
 func TestRunTaskUCI(t *testing.T) {
 	ctx := context.Background()
-	dir := filepath.Join(sharedData(t), "uci", "yacht")
+	dir := filepath.Join(testutil.SharedData(t), "uci", "yacht")
 	train, _, err := shard.LoadUCI(dir, 3)
 	if err != nil {
 		t.Fatal(err)

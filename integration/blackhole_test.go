@@ -27,7 +27,9 @@ func (p *proc) signal(sig syscall.Signal) error {
 // clientAt runs the command line against the coordinators at addrs only (a stopped member
 // answers nothing, so the client must not wait on it) and decodes its --json output into v.
 func (c *cluster) clientAt(addrs []string, v any, args ...string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// A `submit --wait` lasts as long as its job: on a loaded machine with leader changes a
+	// 40-iteration gl job on yacht outlived a 30 s limit (CI, 2026-11-28).
+	ctx, cancel := context.WithTimeout(context.Background(), clientLimit(args, 30*time.Second))
 	defer cancel()
 	args = append(append(args, "--json", "--leader-wait", "1s"), c.clientFlags...)
 	args = append(args, "--addr", strings.Join(addrs, ","))

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -241,14 +242,30 @@ func (c *cluster) addrs() string {
 	return strings.Join(a, ",")
 }
 
+// clientWaitLimit bounds a `submit --wait` run by the tests: the job's own time on a loaded
+// machine, leader changes included, with a wide margin.
+const clientWaitLimit = 10 * time.Minute
+
+// clientLimit is the time limit of a client command line: query for a query, clientWaitLimit
+// when it waits for a job (--wait).
+func clientLimit(args []string, query time.Duration) time.Duration {
+	if slices.Contains(args, "--wait") {
+		return clientWaitLimit
+	}
+	return query
+}
+
 // client runs the coordinator command line against the cluster with the API token and
 // returns stdout, stderr and the error (an *exec.ExitError for a non-zero exit).
 func (c *cluster) client(args ...string) (string, string, error) {
 	return c.clientEnv([]string{"GPREDUCE_TOKEN=" + c.token}, args...)
 }
 
+// clientEnv is client with env added to the command's environment. Its time limit only stops
+// a hung client: 2 minutes for a query, clientWaitLimit for `submit --wait`, which lasts as
+// long as its job.
 func (c *cluster) clientEnv(env []string, args ...string) (string, string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), clientLimit(args, 2*time.Minute))
 	defer cancel()
 	args = append(append(args, "--addr", c.addrs()), c.clientFlags...)
 	cmd := exec.CommandContext(ctx, bins.coordinator, args...)

@@ -177,6 +177,10 @@ func (r *run) chooseKernel(ctx context.Context, eng engine.Engine, p *prepared, 
 	r.obs(Event{Phase: "kernel", Message: fmt.Sprintf("choosing the kernel by the evidence on %s: %s", rows, strings.Join(names, ", "))})
 	best, bestTheta, bestLML := kernel.RBF, x0, math.Inf(-1)
 	var parts []string
+	// The search's far starts (step 3 of search.go) depend on the sampled rows alone: the
+	// same for every Matern family.
+	search := smp.head(searchRows)
+	far := searchStarts(medianLengthscales(search.x, len(search.y), search.d), lower, upper, r.spec.Seed)[searchNearStarts:]
 	for _, fam := range kernelChoices() {
 		prob := &exactProblem{fam: fam, d: smp.d, x: smp.x, y: smp.y}
 		// Every family, the SE's too, is polished by the same L-BFGS, so that each likelihood
@@ -185,7 +189,7 @@ func (r *run) chooseKernel(ctx context.Context, eng engine.Engine, p *prepared, 
 		// separate the families, and the method's own fit then converges to fitFuncTol.
 		starts := [][]float64{x0}
 		if fam != kernel.RBF {
-			own, err := r.familyRestarts(ctx, prob, lower, upper)
+			own, err := familyRestarts(ctx, prob, far, lower, upper)
 			if err != nil {
 				return 0, nil, "", fmt.Errorf("kernel choice: %s: %w", fam, err)
 			}
@@ -229,13 +233,12 @@ func (r *run) chooseKernel(ctx context.Context, eng engine.Engine, p *prepared, 
 	return best, bestTheta, why, r.save(ctx)
 }
 
-// familyRestarts runs the search's far restarts (step 3 of search.go: the starts anywhere in
-// the box, from the same seed, on the first searchRows rows of prob) with prob's kernel
-// family and returns the winner by the all-noise rule (step 4), or nil when no start's
-// likelihood is finite.
-func (r *run) familyRestarts(ctx context.Context, prob *exactProblem, lower, upper []float64) ([]float64, error) {
+// familyRestarts runs a restart (search.go's restart: box-constrained L-BFGS for at most
+// searchIters iterations) from each of starts on the first searchRows rows of prob, with
+// prob's kernel family, and returns the winner by the all-noise rule (step 4), or nil when no
+// start's likelihood is finite.
+func familyRestarts(ctx context.Context, prob *exactProblem, starts [][]float64, lower, upper []float64) ([]float64, error) {
 	sub := prob.head(searchRows)
-	starts := searchStarts(medianLengthscales(sub.x, len(sub.y), sub.d), lower, upper, r.spec.Seed)[searchNearStarts:]
 	rs := make([]Restart, 0, len(starts))
 	for _, x := range starts {
 		res, err := sub.restart(ctx, x, lower, upper)

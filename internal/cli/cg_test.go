@@ -19,7 +19,11 @@ import (
 // files and submit's flags, into the JobSpec sent to the cluster.
 func TestCGSettingsReachTheJobSpec(t *testing.T) {
 	base := func(method string) *pb.JobSpec {
-		return &pb.JobSpec{Method: method, Kernel: "rbf",
+		kern := "rbf"
+		if method == "cg" {
+			kern = "auto" // cg chooses its kernel by the evidence unless one is named
+		}
+		return &pb.JobSpec{Method: method, Kernel: kern,
 			LengthscaleBounds: []float64{0.05, 100}, SignalVarianceBounds: []float64{0.05, 20}, NoiseVarianceBounds: []float64{1e-4, 2},
 			MaxIter: 100, Data: &pb.DataSource{Uri: "/d/x.csv", Format: "csv"}}
 	}

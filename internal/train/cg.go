@@ -11,7 +11,10 @@ package train
 //  1. moments pass (standardization; run.prepare);
 //  2. the start: the shared hyperparameter search (search.go: restarts on a seeded sample,
 //     polished on min(n, 1000) sampled rows). The paper starts from GPyTorch's defaults and takes 800-1500 Adam
-//     steps; starting near the optimum lets a default run take 100;
+//     steps; starting near the optimum lets a default run take 100. With the kernel setting
+//     KernelAuto (the default) the search runs with the SE kernel and chooseKernel (exact.go)
+//     then picks rbf, matern52 or matern32 by the exact log marginal likelihood on the same
+//     sampled rows; Adam starts from that family's fitted theta;
 //  3. rows pass: the standardized rows come to the coordinator, which keeps y and the CG
 //     state and sends X with every kernel map step;
 //  4. Adam over theta = (log l_1..log l_d, log sigma_f^2, log sigma_n^2), inside the spec's box,
@@ -102,7 +105,9 @@ func init() {
 		Settings: func() proto.Message { return &pb.CGSettings{} },
 		Tasks:    []string{"moments", "sample", "rows", "kernel", "loo"},
 		Draws:    "probes and truncation lengths",
-		validate: validateCG,
+		// cg fits the exact GP's likelihood, so the evidence choice of exact applies.
+		ChoosesKernel: true,
+		validate:      validateCG,
 		train: func(ctx context.Context, r *run, eng engine.Engine, p *prepared) (*model.Model, error) {
 			return r.trainCG(ctx, eng, p)
 		},
@@ -209,12 +214,29 @@ func learningRate(c *pb.CGSettings) float64 {
 func (r *run) trainCG(ctx context.Context, eng engine.Engine, p *prepared) (*model.Model, error) {
 	spec, obs := r.spec, r.obs
 	cs := cgSettings(&spec)
-	fam, _ := kernel.ParseFamily(spec.Kernel)
 	d := p.d
+	lower, upper := box(spec, d)
 
-	// Step 2: the start.
-	if err := r.sampledStart(ctx, eng, p, fam); err != nil {
+	// Step 2: the start, and the kernel family by the evidence when the spec leaves it to it.
+	auto := spec.Kernel == KernelAuto
+	fam := kernel.RBF // the search runs with the SE kernel when the evidence chooses
+	if !auto {
+		var err error
+		if fam, err = kernel.ParseFamily(spec.Kernel); err != nil {
+			return nil, fmt.Errorf("cg: kernel: %w", err)
+		}
+	}
+	x0, err := r.searchStart(ctx, eng, p, fam, lower, upper)
+	if err != nil {
 		return nil, fmt.Errorf("cg: %w", err)
+	}
+	var kernelReason string
+	if auto {
+		if fam, x0, kernelReason, err = r.chooseKernel(ctx, eng, p, x0, lower, upper); err != nil {
+			return nil, fmt.Errorf("cg: %w", err)
+		}
+		spec.Kernel = fam.String()
+		r.spec.Kernel = spec.Kernel
 	}
 
 	// Step 3: the rows.
@@ -232,9 +254,8 @@ func (r *run) trainCG(ctx context.Context, eng engine.Engine, p *prepared) (*mod
 	maxIter := spec.maxIter()
 	st := r.ck.Adam
 	if st == nil {
-		st = optimizer.NewAdamState(r.ck.Start)
+		st = optimizer.NewAdamState(x0)
 	}
-	lower, upper := box(spec, d)
 	set := optimizer.AdamSettings{
 		LearningRate: learningRate(cs), MaxIter: maxIter,
 		Schedule: optimizer.Schedule{Kind: "multistep", Decay: 0.1, Milestones: []float64{0.5, 0.7, 0.9}},
@@ -271,6 +292,7 @@ func (r *run) trainCG(ctx context.Context, eng engine.Engine, p *prepared) (*mod
 		return nil, fmt.Errorf("cg: posterior: %w", err)
 	}
 	m := newModel(spec, p, fit, post.lml)
+	m.KernelReason = kernelReason
 	m.LogLikSE = post.se
 	m.Posterior = &model.ExpansionPosterior{Expansion: post.pred}
 	for _, w := range post.warnings {
@@ -290,14 +312,6 @@ func (r *run) trainCG(ctx context.Context, eng engine.Engine, p *prepared) (*mod
 		return nil, fmt.Errorf("cg: %w", err)
 	}
 	return m, nil
-}
-
-// sampledStart puts into the checkpoint, once, the start of cg: the outcome of the shared
-// search (search.go) inside the spec's box.
-func (r *run) sampledStart(ctx context.Context, eng engine.Engine, p *prepared, fam kernel.Family) error {
-	lower, upper := box(r.spec, p.d)
-	_, err := r.searchStart(ctx, eng, p, fam, lower, upper)
-	return err
 }
 
 // cgProblem holds what every CG step needs: the standardized rows and the settings.

@@ -286,6 +286,7 @@ func TestCGTrainingReachesExactOptimum(t *testing.T) {
 	exactSpec := exactSE()
 	ex := trainOn(t, tr, exactSpec, 3, 2)
 	spec := DefaultSpec("cg")
+	spec.Kernel = KernelDefault // the SE reference's family
 	set(&spec, "cg_iters", 200)
 	spec.MaxIter = 150
 	set(&spec, "cg_tol", 1e-10)
@@ -387,6 +388,45 @@ func TestCGPosteriorMatchesExact(t *testing.T) {
 		if v1[i] < v2[i]-1e-12 {
 			t.Fatalf("row %d: rank-5 variance %v below exact %v", i, v1[i], v2[i])
 		}
+	}
+}
+
+// TestCGKernelChoice: with its default kernel (KernelAuto) cg chooses the family exactly as
+// the exact method does (the same sampled rows, the same likelihoods, the same sentence) and
+// trains that family: on a draw from a Matern 3/2 GP both choose matern32, and cg's test
+// RMSE is within 2% of the exact fit's.
+func TestCGKernelChoice(t *testing.T) {
+	rough := kernel.Kernel{Family: kernel.Matern32, Lengthscales: []float64{0.7, 1.5}, SignalVariance: 1}
+	all := gpDrawTable(t, 400, 2, rough, 0.01, 5)
+	tr := &shard.Table{Source: "train", D: 2, X: all.X[:300*2], Y: all.Y[:300]}
+	te := &shard.Table{Source: "test", D: 2, X: all.X[300*2:], Y: all.Y[300:]}
+	ex := trainOn(t, tr, DefaultSpec("exact"), 3, 2)
+	spec := DefaultSpec("cg")
+	if spec.Kernel != KernelAuto {
+		t.Fatalf("cg's default kernel %q, want %q", spec.Kernel, KernelAuto)
+	}
+	cg := trainOn(t, tr, spec, 3, 2)
+	if ex.Kernel != "matern32" || cg.Kernel != ex.Kernel {
+		t.Fatalf("kernels: exact %s, cg %s; want matern32 for both (exact: %s)", ex.Kernel, cg.Kernel, ex.KernelReason)
+	}
+	if cg.KernelReason != ex.KernelReason {
+		t.Errorf("cg's reason %q, exact's %q", cg.KernelReason, ex.KernelReason)
+	}
+	pe, err := ex.Predict(te.X, te.N())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := cg.Predict(te.X, te.N())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r1, r2 := rmseOf(pe.Mean, te.Y), rmseOf(pc.Mean, te.Y); math.Abs(r1-r2) > 0.02*r1 {
+		t.Errorf("test RMSE: cg %.5f, exact %.5f", r2, r1)
+	}
+	named := DefaultSpec("cg")
+	named.Kernel = "rbf"
+	if m := trainOn(t, tr, named, 3, 2); m.Kernel != "rbf" || m.KernelReason != "" {
+		t.Errorf("cg with kernel rbf named: model kernel %s, reason %q", m.Kernel, m.KernelReason)
 	}
 }
 

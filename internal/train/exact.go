@@ -31,7 +31,9 @@ func init() {
 		Summary:  "the exact GP by Cholesky on the coordinator: O(n^3) per iteration, the reference",
 		Settings: func() proto.Message { return &pb.ExactSettings{} },
 		Tasks:    []string{"moments", "sample", "rows"},
-		validate: func(s *Spec, _ int) error { return nonNegative(exactSettings(s)) },
+		// The reference GP chooses its kernel by the evidence (chooseKernel).
+		ChoosesKernel: true,
+		validate:      func(s *Spec, _ int) error { return nonNegative(exactSettings(s)) },
 		train: func(ctx context.Context, r *run, eng engine.Engine, p *prepared) (*model.Model, error) {
 			return r.trainExact(ctx, eng, p)
 		},

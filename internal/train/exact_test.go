@@ -123,11 +123,11 @@ func TestExactKernelChoice(t *testing.T) {
 	}
 }
 
-// TestKernelAutoOnlyForExact: auto is the default kernel of exact and auto, rbf of the other
+// TestKernelAutoMethods: auto is the default kernel of exact, cg and auto, rbf of the other
 // methods; naming auto with another method is refused with the setting's name; auto choosing
-// another method trains it with rbf.
-func TestKernelAutoOnlyForExact(t *testing.T) {
-	for _, c := range []struct{ method, want string }{{"exact", KernelAuto}, {Auto, KernelAuto}, {"gl", "rbf"}, {"cg", "rbf"}, {"grief", "rbf"}} {
+// another method than exact or cg trains it with rbf.
+func TestKernelAutoMethods(t *testing.T) {
+	for _, c := range []struct{ method, want string }{{"exact", KernelAuto}, {"cg", KernelAuto}, {Auto, KernelAuto}, {"gl", "rbf"}, {"kmcg", "rbf"}, {"grief", "rbf"}, {"rff", "rbf"}} {
 		if got := DefaultSpec(c.method).Kernel; got != c.want {
 			t.Errorf("DefaultSpec(%s).Kernel = %q, want %q", c.method, got, c.want)
 		}

@@ -21,7 +21,7 @@ import (
 // target's variance. A Spec comes from a pb.JobSpec through SpecFromJobSpec.
 type Spec struct {
 	Method string // auto or a registered method (Methods)
-	Kernel string // rbf, matern12, matern32, matern52, or KernelAuto (exact and auto only)
+	Kernel string // rbf, matern12, matern32, matern52, or KernelAuto (auto and the methods with ChoosesKernel)
 	Seed   uint64
 
 	// Names of the input columns and the target, recorded in the model (the CLI fills them
@@ -72,9 +72,10 @@ var (
 	DefaultNoiseVarianceBounds  = [2]float64{1e-4, 2}
 )
 
-// KernelAuto is the kernel setting with which the exact method chooses the family by the
-// evidence (chooseKernel: rbf, matern52 or matern32, whichever has the highest log marginal
-// likelihood at its fitted hyperparameters). It is the default of the exact method and of
+// KernelAuto is the kernel setting with which a method that fits the exact GP's likelihood
+// (Method.ChoosesKernel: exact, cg) chooses the family by the evidence (chooseKernel: rbf,
+// matern52 or matern32, whichever has the highest log marginal likelihood at its fitted
+// hyperparameters on the search's sampled rows). It is the default of those methods and of
 // method auto; every other method, and auto when it chooses another method, takes
 // KernelDefault.
 const KernelAuto = "auto"
@@ -83,26 +84,47 @@ const KernelAuto = "auto"
 // (SE-ARD) of the five papers.
 const KernelDefault = "rbf"
 
+// choosesKernel reports whether method takes KernelAuto: auto, or a registered method with
+// ChoosesKernel.
+func choosesKernel(method string) bool {
+	if method == Auto {
+		return true
+	}
+	m, ok := LookupMethod(method)
+	return ok && m.ChoosesKernel
+}
+
 // defaultKernel is the kernel a spec of the method gets when the job names none.
 func defaultKernel(method string) string {
-	if method == "exact" || method == Auto {
+	if choosesKernel(method) {
 		return KernelAuto
 	}
 	return KernelDefault
 }
 
 // resolveKernel is the kernel setting a run of method (a registered method, not auto) uses:
-// KernelAuto stays for exact, which chooses by the evidence; any other method takes
-// KernelDefault for it.
+// KernelAuto stays for the methods that choose by the evidence (ChoosesKernel); any other
+// method takes KernelDefault for it.
 func resolveKernel(k, method string) string {
-	if k == KernelAuto && method != "exact" {
+	if k == KernelAuto && !choosesKernel(method) {
 		return KernelDefault
 	}
 	return k
 }
 
-// DefaultSpec returns the defaults for a method: kernel KernelAuto for exact and auto,
-// KernelDefault (rbf) for the others, DefaultLengthscaleBounds,
+// kernelAutoMethods names the methods that take KernelAuto, for error messages.
+func kernelAutoMethods() string {
+	var names []string
+	for _, m := range Methods() {
+		if m.ChoosesKernel {
+			names = append(names, m.Name)
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+// DefaultSpec returns the defaults for a method: kernel KernelAuto for auto and the methods
+// with ChoosesKernel (exact, cg), KernelDefault (rbf) for the others, DefaultLengthscaleBounds,
 // DefaultSignalVarianceBounds and DefaultNoiseVarianceBounds (standardized units), and a
 // fresh settings message of the method (nil for an unknown method).
 func DefaultSpec(method string) Spec {
@@ -275,11 +297,11 @@ func (s *Spec) Validate(d int) error {
 		}
 	}
 	if s.Kernel == KernelAuto {
-		if s.Method != Auto && s.Method != "exact" {
-			return fmt.Errorf("kernel: auto (the choice by the evidence) is the exact method's; name the kernel for %s: one of %s", s.Method, strings.Join(kernel.FamilyNames(), ", "))
+		if !choosesKernel(s.Method) {
+			return fmt.Errorf("kernel: auto (the choice by the evidence) is for the methods that fit the exact GP's likelihood (%s); name the kernel for %s: one of %s", kernelAutoMethods(), s.Method, strings.Join(kernel.FamilyNames(), ", "))
 		}
 	} else if _, err := kernel.ParseFamily(s.Kernel); err != nil {
-		return fmt.Errorf("kernel: %w; or auto with the exact method", err)
+		return fmt.Errorf("kernel: %w; or auto with %s", err, kernelAutoMethods())
 	}
 	for _, b := range []struct {
 		name string

@@ -20,8 +20,8 @@ import (
 func TestCGSettingsReachTheJobSpec(t *testing.T) {
 	base := func(method string) *pb.JobSpec {
 		kern := "rbf"
-		if method == "cg" {
-			kern = "auto" // cg chooses its kernel by the evidence unless one is named
+		if method == "cg" || method == "kmcg" {
+			kern = "auto" // cg and kmcg choose the kernel by the evidence unless one is named
 		}
 		return &pb.JobSpec{Method: method, Kernel: kern,
 			LengthscaleBounds: []float64{0.05, 100}, SignalVarianceBounds: []float64{0.05, 20}, NoiseVarianceBounds: []float64{1e-4, 2},

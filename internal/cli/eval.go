@@ -187,7 +187,7 @@ type specFlags struct {
 func (f *specFlags) register(cmd *cobra.Command, defMethod string) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.method, "method", defMethod, "training method: "+methodHelp())
-	fl.StringVar(&f.kernel, "kernel", "", "kernel: rbf, matern12, matern32, matern52, or auto (exact and cg: the family with the highest marginal likelihood of rbf, matern52 and matern32 on the search's sampled rows) (default: auto for exact, cg and --method auto, rbf for the other methods)")
+	fl.StringVar(&f.kernel, "kernel", "", "kernel: rbf, matern12, matern32, matern52, or auto (exact, cg and kmcg: the family with the highest marginal likelihood of rbf, matern52 and matern32 on the search's sampled rows) (default: auto for exact, cg, kmcg and --method auto, rbf for the other methods)")
 	fl.Uint64Var(&f.seed, "seed", 0, seedHelp())
 	fl.StringVar(&f.ls, "lengthscale-bounds", "", "LO,HI bounds on lengthscales, standardized units (default 0.05,100)")
 	fl.StringVar(&f.sf2, "signal-variance-bounds", "", "LO,HI bounds on the signal variance, standardized units (default 0.05,20)")
@@ -340,7 +340,7 @@ type evalResult struct {
 	// MethodRequested is "auto" when the method was chosen automatically, MethodReason why.
 	MethodRequested string `json:"method_requested,omitempty"`
 	MethodReason    string `json:"method_reason,omitempty"`
-	// KernelReason says why exact or cg chose Kernel by the evidence (--kernel auto).
+	// KernelReason says why exact, cg or kmcg chose Kernel by the evidence (--kernel auto).
 	KernelReason string `json:"kernel_reason,omitempty"`
 	// Domain is the box of inputs where the model's approximation is accurate (gl), and
 	// OutsideDomain the number of test rows beyond it, which were scored with the prior.

@@ -42,7 +42,7 @@ type jobResult struct {
 	// ChosenMethod and MethodReason: what method auto chose and why (once succeeded).
 	ChosenMethod string `json:"chosen_method,omitempty"`
 	MethodReason string `json:"method_reason,omitempty"`
-	// ChosenKernel and KernelReason: the kernel exact or cg chose by the evidence
+	// ChosenKernel and KernelReason: the kernel exact, cg or kmcg chose by the evidence
 	// (kernel auto) and why (once succeeded).
 	ChosenKernel string `json:"chosen_kernel,omitempty"`
 	KernelReason string `json:"kernel_reason,omitempty"`

@@ -19,7 +19,7 @@ type modelDescription struct {
 	// MethodRequested is "auto" when the method was chosen automatically, MethodReason why.
 	MethodRequested string `json:"method_requested,omitempty"`
 	MethodReason    string `json:"method_reason,omitempty"`
-	// KernelReason says why exact or cg chose Kernel by the evidence (--kernel auto).
+	// KernelReason says why exact, cg or kmcg chose Kernel by the evidence (--kernel auto).
 	KernelReason string `json:"kernel_reason,omitempty"`
 	D            int    `json:"d"`
 	// Inputs are the input columns' names, in order; Target the target's.

@@ -2,7 +2,7 @@ package model
 
 // Describe lists what `model show` prints about a valid model, in this order: method (and,
 // for --method auto, method_requested and method_reason), kernel (and kernel_reason when
-// the exact or cg method chose it by the evidence), d, columns and target when
+// the exact, cg or kmcg method chose it by the evidence), d, columns and target when
 // named, n_train, the hyperparameters in the original units of the data (lengthscales,
 // signal_variance, noise_variance), log_likelihood (and log_likelihood_se when it is an
 // estimate), iterations, domain (in original units, when the model has one), warnings (as

@@ -78,7 +78,7 @@ type Model struct {
 	Sizing *Sizing
 	Choice *MethodChoice
 
-	// KernelReason says why Kernel was chosen when the job let exact or cg choose the
+	// KernelReason says why Kernel was chosen when the job let exact, cg or kmcg choose the
 	// family by the evidence (train.KernelAuto); empty when the job named the kernel. An
 	// optional tagged section of the encoding.
 	KernelReason string

@@ -55,8 +55,8 @@ func exactLatentVar(t testing.TB, m *model.Model, xs, ys, x []float64, rows int)
 // on UCI split 0 (set GPREDUCE_CALIBRATION to a comma-separated list of data sets, e.g.
 // "energy,concrete"; it takes minutes). For each set it trains cg and kmcg on the local
 // engine with the defaults of `coordinator eval`, and exact with the kernel family each of
-// them ended with (cg chooses it by the evidence as exact's default does; kmcg takes the SE
-// kernel), and logs, per method, the test RMSE, NLL, coverage95, the prediction time, and
+// them ended with (both choose it by the evidence as exact's default does, kmcg on its
+// larger sample), and logs, per method, the test RMSE, NLL, coverage95, the prediction time, and
 // the median and largest deviation of the latent variance's ratio (a) to the exact method's
 // model and (b) to the exact GP at the method's own hyperparameters (the variance
 // approximation alone). It fails when a median ratio leaves [0.95, 1.05].

@@ -232,7 +232,7 @@ func (r *run) trainCG(ctx context.Context, eng engine.Engine, p *prepared) (*mod
 	}
 	var kernelReason string
 	if auto {
-		if fam, x0, kernelReason, err = r.chooseKernel(ctx, eng, p, x0, lower, upper); err != nil {
+		if fam, x0, kernelReason, err = r.chooseKernel(ctx, eng, p, x0, lower, upper, startRows); err != nil {
 			return nil, fmt.Errorf("cg: %w", err)
 		}
 		spec.Kernel = fam.String()

@@ -44,7 +44,7 @@ type Checkpoint struct {
 	// from (nil: the search's start).
 	GRIEFP     int
 	GRIEFTheta []float64
-	// Kernel is the family exact or cg chose by the evidence (chooseKernel; empty
+	// Kernel is the family exact, cg or kmcg chose by the evidence (chooseKernel; empty
 	// before the choice or when the spec names one), KernelStart its fitted theta on the
 	// sampled rows and KernelReason the choice's sentence.
 	Kernel       string

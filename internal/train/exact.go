@@ -79,7 +79,7 @@ func (r *run) trainExact(ctx context.Context, eng engine.Engine, p *prepared) (*
 	}
 	var kernelReason string
 	if auto {
-		if fam, x0, kernelReason, err = r.chooseKernel(ctx, eng, p, x0, lower, upper); err != nil {
+		if fam, x0, kernelReason, err = r.chooseKernel(ctx, eng, p, x0, lower, upper, startRows); err != nil {
 			return nil, fmt.Errorf("exact: %w", err)
 		}
 		spec.Kernel = fam.String()
@@ -146,8 +146,9 @@ func kernelChoices() []kernel.Family {
 
 // chooseKernel chooses the kernel family of an exact fit by the evidence (Bayesian model
 // selection: Rasmussen & Williams 2006, §5.4.1, the marginal likelihood of each model at its
-// type-II maximum). x0 is the search's outcome with the SE kernel on the search's
-// min(n, startRows) sampled rows (all rows when n <= startRows). The SE kernel is polished
+// type-II maximum). x0 is the search's outcome with the SE kernel polished on the search's
+// min(n, sample) sampled rows (all rows when n <= sample; sample is startRows for exact and
+// cg, kmcgStartRows for kmcg). The SE kernel is polished
 // from x0 on those rows by the same L-BFGS; each Matern family is polished from x0 and from
 // the winner of its own restarts from the search's far starts (steps 3-4 of search.go with
 // that family, on the same searchRows rows; the near starts lie in the SE fit's basin, which
@@ -156,7 +157,7 @@ func kernelChoices() []kernel.Family {
 // (the SE kernel on ties). It returns the family, its fitted theta (the start of the method's
 // own fit) and a sentence on the choice. The choice is kept in the checkpoint, so a resumed
 // run trains the same family from the same start.
-func (r *run) chooseKernel(ctx context.Context, eng engine.Engine, p *prepared, x0, lower, upper []float64) (kernel.Family, []float64, string, error) {
+func (r *run) chooseKernel(ctx context.Context, eng engine.Engine, p *prepared, x0, lower, upper []float64, sample int) (kernel.Family, []float64, string, error) {
 	if r.ck.Kernel != "" {
 		fam, err := kernel.ParseFamily(r.ck.Kernel)
 		if err != nil || len(r.ck.KernelStart) != len(x0) {
@@ -164,7 +165,7 @@ func (r *run) chooseKernel(ctx context.Context, eng engine.Engine, p *prepared, 
 		}
 		return fam, r.ck.KernelStart, r.ck.KernelReason, nil
 	}
-	smp, err := r.sampleProblem(ctx, eng, p, kernel.RBF, startRows)
+	smp, err := r.sampleProblem(ctx, eng, p, kernel.RBF, sample)
 	if err != nil {
 		return 0, nil, "", fmt.Errorf("kernel choice: %w", err)
 	}

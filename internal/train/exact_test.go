@@ -123,11 +123,11 @@ func TestExactKernelChoice(t *testing.T) {
 	}
 }
 
-// TestKernelAutoMethods: auto is the default kernel of exact, cg and auto, rbf of the other
+// TestKernelAutoMethods: auto is the default kernel of exact, cg, kmcg and auto, rbf of the other
 // methods; naming auto with another method is refused with the setting's name; auto choosing
-// another method than exact or cg trains it with rbf.
+// another method than those trains it with rbf.
 func TestKernelAutoMethods(t *testing.T) {
-	for _, c := range []struct{ method, want string }{{"exact", KernelAuto}, {"cg", KernelAuto}, {Auto, KernelAuto}, {"gl", "rbf"}, {"kmcg", "rbf"}, {"grief", "rbf"}, {"rff", "rbf"}} {
+	for _, c := range []struct{ method, want string }{{"exact", KernelAuto}, {"cg", KernelAuto}, {Auto, KernelAuto}, {"kmcg", KernelAuto}, {"gl", "rbf"}, {"grief", "rbf"}, {"rff", "rbf"}} {
 		if got := DefaultSpec(c.method).Kernel; got != c.want {
 			t.Errorf("DefaultSpec(%s).Kernel = %q, want %q", c.method, got, c.want)
 		}

@@ -19,7 +19,9 @@ package train
 //     min(n, kmcgStartRows = 2000) rows by the shared search (search.go). KMCG learns none:
 //     the paper fits them on the exact GP of the data (Sec. 4), and the final model keeps
 //     them, so its sample is twice the other methods' start (whose own objective then runs
-//     on all n rows): on 2000 rows an evaluation is about 10 GFLOP;
+//     on all n rows): on 2000 rows an evaluation is about 10 GFLOP. With the kernel setting
+//     KernelAuto (the default) the search runs with the SE kernel and chooseKernel (exact.go)
+//     then picks rbf, matern52 or matern32 by the log marginal likelihood on the same rows;
 //  3. rows pass: the standardized rows come to the coordinator;
 //  4. X_M: all rows (M = n, as in all the paper's experiments), or with subset M < n a seeded
 //     random choice of M rows;
@@ -87,7 +89,9 @@ func init() {
 		Settings: func() proto.Message { return &pb.KMCGSettings{} },
 		Tasks:    []string{"moments", "sample", "rows", "kernel"},
 		Draws:    "subset",
-		validate: validateKMCG,
+		// kmcg's hyperparameters are the exact GP's on a sample: the evidence choice applies.
+		ChoosesKernel: true,
+		validate:      validateKMCG,
 		train: func(ctx context.Context, r *run, eng engine.Engine, p *prepared) (*model.Model, error) {
 			return r.trainKMCG(ctx, eng, p)
 		},
@@ -129,15 +133,32 @@ func (r *run) trainKMCG(ctx context.Context, eng engine.Engine, p *prepared) (*m
 	// The CG settings kmcg shares: P as cg_iters, the variance cache's rank; the other CG
 	// settings (the log-likelihood estimate's probes and preconditioner) keep cg's defaults.
 	cs := &pb.CGSettings{Truncation: "fixed", CgIters: ks.GetCgIters(), VarianceRank: ks.GetVarianceRank()}
-	fam, _ := kernel.ParseFamily(spec.Kernel)
 	d, n := p.d, p.n
 
-	// Step 2: the kernel hyperparameters from the exact fit on min(n, kmcgStartRows) sampled rows.
+	// Step 2: the kernel hyperparameters from the exact fit on min(n, kmcgStartRows) sampled
+	// rows, and with KernelAuto (the default) the family by the evidence on the same rows.
 	lower, upper := box(spec, d)
-	if _, err := r.searchStartOn(ctx, eng, p, fam, lower, upper, kmcgStartRows); err != nil {
+	auto := spec.Kernel == KernelAuto
+	fam := kernel.RBF // the search runs with the SE kernel when the evidence chooses
+	if !auto {
+		var err error
+		if fam, err = kernel.ParseFamily(spec.Kernel); err != nil {
+			return nil, fmt.Errorf("kmcg: kernel: %w", err)
+		}
+	}
+	x0, err := r.searchStartOn(ctx, eng, p, fam, lower, upper, kmcgStartRows)
+	if err != nil {
 		return nil, fmt.Errorf("kmcg: %w", err)
 	}
-	h := hyperOf(r.ck.Start, d)
+	var kernelReason string
+	if auto {
+		if fam, x0, kernelReason, err = r.chooseKernel(ctx, eng, p, x0, lower, upper, kmcgStartRows); err != nil {
+			return nil, fmt.Errorf("kmcg: %w", err)
+		}
+		spec.Kernel = fam.String()
+		r.spec.Kernel = spec.Kernel
+	}
+	h := hyperOf(x0, d)
 	kern := kernel.Kernel{Family: fam, Lengthscales: h.Lengthscales, SignalVariance: h.SignalVariance}
 
 	// Step 3: the rows.
@@ -192,7 +213,7 @@ func (r *run) trainKMCG(ctx context.Context, eng engine.Engine, p *prepared) (*m
 	if err != nil {
 		return nil, fmt.Errorf("kmcg: %w", err)
 	}
-	theta := append([]float64(nil), r.ck.Start...)
+	theta := append([]float64(nil), x0...)
 	s2 := h.NoiseVariance
 	if ks.GetKmcgNoise() == "evidence" {
 		obs(Event{Phase: "fit", Message: fmt.Sprintf("%d CG directions; refitting the noise by the KMCG evidence (eq. 16) at O(P^3)", P)})
@@ -249,6 +270,7 @@ func (r *run) trainKMCG(ctx context.Context, eng engine.Engine, p *prepared) (*m
 	}
 
 	m := newModel(spec, p, &fitted{theta: theta}, lml)
+	m.KernelReason = kernelReason
 	m.LogLikSE = se
 	m.Posterior = &model.ExpansionPosterior{Expansion: &solver.ExpansionPredictor{Kernel: kern, X: x, D: d, Alpha: alpha, Minus: vc.minus, RMinus: vc.rank}}
 	for _, w := range append(warns, vc.warnings...) {

@@ -30,9 +30,10 @@ type Method struct {
 	// Draws says what the job's seed draws for the method (rff: "frequencies"), for the help
 	// of --seed; empty when the method draws nothing of its own.
 	Draws string
-	// ChoosesKernel says the method takes the kernel setting KernelAuto, its default: it
-	// fits the exact GP's likelihood (exact by Cholesky, cg by conjugate gradients) and
-	// chooses the kernel family by the evidence on the search's sampled rows (chooseKernel).
+	// ChoosesKernel says the method takes the kernel setting KernelAuto, its default: its
+	// hyperparameters are the exact GP's (exact by Cholesky, cg by conjugate gradients, kmcg
+	// from the exact fit on a sample), so it chooses the kernel family by the evidence on
+	// the search's sampled rows (chooseKernel).
 	ChoosesKernel bool
 
 	// validate checks the method's settings (s.Settings is nil or of the Settings type) for d

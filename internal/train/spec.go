@@ -73,7 +73,7 @@ var (
 )
 
 // KernelAuto is the kernel setting with which a method that fits the exact GP's likelihood
-// (Method.ChoosesKernel: exact, cg) chooses the family by the evidence (chooseKernel: rbf,
+// (Method.ChoosesKernel: exact, cg, kmcg) chooses the family by the evidence (chooseKernel: rbf,
 // matern52 or matern32, whichever has the highest log marginal likelihood at its fitted
 // hyperparameters on the search's sampled rows). It is the default of those methods and of
 // method auto; every other method, and auto when it chooses another method, takes
@@ -124,7 +124,7 @@ func kernelAutoMethods() string {
 }
 
 // DefaultSpec returns the defaults for a method: kernel KernelAuto for auto and the methods
-// with ChoosesKernel (exact, cg), KernelDefault (rbf) for the others, DefaultLengthscaleBounds,
+// with ChoosesKernel (exact, cg, kmcg), KernelDefault (rbf) for the others, DefaultLengthscaleBounds,
 // DefaultSignalVarianceBounds and DefaultNoiseVarianceBounds (standardized units), and a
 // fresh settings message of the method (nil for an unknown method).
 func DefaultSpec(method string) Spec {

@@ -69,11 +69,12 @@ func TestServerTrainsAuto(t *testing.T) {
 		if j.GetSpec().GetMethod() != "auto" || ch.GetMethod() != tc.want || m.Method != tc.want || !strings.Contains(ch.GetReason(), "exact-max-rows") {
 			t.Errorf("%s: spec method %q, choice %v, model method %q", tc.id, j.GetSpec().GetMethod(), ch, m.Method)
 		}
-		// The kernel: exact chooses it by the evidence (the spec keeps "auto"), the other
-		// methods take rbf; the status carries the model's kernel and reason.
+		// The kernel: exact and cg choose it by the evidence (the spec keeps "auto"), the
+		// other methods take rbf; the status carries the model's kernel and reason.
 		jm := j.GetMetrics()
+		chooses := tc.want == "exact" || tc.want == "cg"
 		if jm.GetKernel() != m.Kernel || jm.GetKernelReason() != m.KernelReason || j.GetSpec().GetKernel() != "auto" ||
-			(tc.want == "exact") != (m.KernelReason != "") || (tc.want != "exact" && m.Kernel != "rbf") {
+			chooses != (m.KernelReason != "") || (!chooses && m.Kernel != "rbf") {
 			t.Errorf("%s: spec kernel %q, status kernel %q (%q), model kernel %q (%q)", tc.id, j.GetSpec().GetKernel(), jm.GetKernel(), jm.GetKernelReason(), m.Kernel, m.KernelReason)
 		}
 	}

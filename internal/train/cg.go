@@ -218,25 +218,9 @@ func (r *run) trainCG(ctx context.Context, eng engine.Engine, p *prepared) (*mod
 	lower, upper := box(spec, d)
 
 	// Step 2: the start, and the kernel family by the evidence when the spec leaves it to it.
-	auto := spec.Kernel == KernelAuto
-	fam := kernel.RBF // the search runs with the SE kernel when the evidence chooses
-	if !auto {
-		var err error
-		if fam, err = kernel.ParseFamily(spec.Kernel); err != nil {
-			return nil, fmt.Errorf("cg: kernel: %w", err)
-		}
-	}
-	x0, err := r.searchStart(ctx, eng, p, fam, lower, upper)
+	fam, x0, kernelReason, err := r.searchKernel(ctx, eng, p, &spec, lower, upper, startRows)
 	if err != nil {
 		return nil, fmt.Errorf("cg: %w", err)
-	}
-	var kernelReason string
-	if auto {
-		if fam, x0, kernelReason, err = r.chooseKernel(ctx, eng, p, x0, lower, upper, startRows); err != nil {
-			return nil, fmt.Errorf("cg: %w", err)
-		}
-		spec.Kernel = fam.String()
-		r.spec.Kernel = spec.Kernel
 	}
 
 	// Step 3: the rows.

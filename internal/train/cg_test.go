@@ -309,15 +309,7 @@ func TestCGTrainingReachesExactOptimum(t *testing.T) {
 	if math.Abs(cg.LogLik-ex.LogLik) > 15 {
 		t.Errorf("log likelihood: cg %.4f (SLQ estimate), exact %.4f", cg.LogLik, ex.LogLik)
 	}
-	pe, err := ex.Predict(te.X, te.N())
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc, err := cg.Predict(te.X, te.N())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r1, r2 := rmseOf(pe.Mean, te.Y), rmseOf(pc.Mean, te.Y); math.Abs(r1-r2) > 0.01*r1 {
+	if r1, r2 := testRMSE(t, ex, te), testRMSE(t, cg, te); math.Abs(r1-r2) > 0.01*r1 {
 		t.Errorf("test RMSE: cg %.5f, exact %.5f", r2, r1)
 	}
 	t.Logf("theta exact %v, cg %v; lml exact %.4f cg %.4f", thEx, thCG, ex.LogLik, cg.LogLik)
@@ -329,6 +321,16 @@ func thetaOf(m *model.Model) []float64 {
 		th = append(th, math.Log(l))
 	}
 	return append(th, math.Log(m.Hyper.SignalVariance), math.Log(m.Hyper.NoiseVariance))
+}
+
+// testRMSE is m's root mean squared error on the test table te, in te's units.
+func testRMSE(t *testing.T, m *model.Model, te *shard.Table) float64 {
+	t.Helper()
+	p, err := m.Predict(te.X, te.N())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rmseOf(p.Mean, te.Y)
 }
 
 func rmseOf(mean, y []float64) float64 {
@@ -412,15 +414,7 @@ func TestCGKernelChoice(t *testing.T) {
 	if cg.KernelReason != ex.KernelReason {
 		t.Errorf("cg's reason %q, exact's %q", cg.KernelReason, ex.KernelReason)
 	}
-	pe, err := ex.Predict(te.X, te.N())
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc, err := cg.Predict(te.X, te.N())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r1, r2 := rmseOf(pe.Mean, te.Y), rmseOf(pc.Mean, te.Y); math.Abs(r1-r2) > 0.02*r1 {
+	if r1, r2 := testRMSE(t, ex, te), testRMSE(t, cg, te); math.Abs(r1-r2) > 0.02*r1 {
 		t.Errorf("test RMSE: cg %.5f, exact %.5f", r2, r1)
 	}
 	named := DefaultSpec("cg")

@@ -138,25 +138,9 @@ func (r *run) trainKMCG(ctx context.Context, eng engine.Engine, p *prepared) (*m
 	// Step 2: the kernel hyperparameters from the exact fit on min(n, kmcgStartRows) sampled
 	// rows, and with KernelAuto (the default) the family by the evidence on the same rows.
 	lower, upper := box(spec, d)
-	auto := spec.Kernel == KernelAuto
-	fam := kernel.RBF // the search runs with the SE kernel when the evidence chooses
-	if !auto {
-		var err error
-		if fam, err = kernel.ParseFamily(spec.Kernel); err != nil {
-			return nil, fmt.Errorf("kmcg: kernel: %w", err)
-		}
-	}
-	x0, err := r.searchStartOn(ctx, eng, p, fam, lower, upper, kmcgStartRows)
+	fam, x0, kernelReason, err := r.searchKernel(ctx, eng, p, &spec, lower, upper, kmcgStartRows)
 	if err != nil {
 		return nil, fmt.Errorf("kmcg: %w", err)
-	}
-	var kernelReason string
-	if auto {
-		if fam, x0, kernelReason, err = r.chooseKernel(ctx, eng, p, x0, lower, upper, kmcgStartRows); err != nil {
-			return nil, fmt.Errorf("kmcg: %w", err)
-		}
-		spec.Kernel = fam.String()
-		r.spec.Kernel = spec.Kernel
 	}
 	h := hyperOf(x0, d)
 	kern := kernel.Kernel{Family: fam, Lengthscales: h.Lengthscales, SignalVariance: h.SignalVariance}

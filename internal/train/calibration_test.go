@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpreduce/gpreduce/internal/engine"
 	"github.com/gpreduce/gpreduce/internal/kernel"
 	"github.com/gpreduce/gpreduce/internal/model"
 	"github.com/gpreduce/gpreduce/internal/shard"
@@ -51,6 +52,29 @@ func exactLatentVar(t testing.TB, m *model.Model, xs, ys, x []float64, rows int)
 	return v
 }
 
+// fitScore trains spec on eng, predicts the test table te and scores the predictions; it
+// returns the model, the predictions, the scores and the training and prediction seconds.
+func fitScore(t *testing.T, eng engine.Engine, spec Spec, te *shard.Table) (*model.Model, model.Prediction, model.Metrics, float64, float64) {
+	t.Helper()
+	t0 := time.Now()
+	m, err := Train(context.Background(), eng, spec, func(Event) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	trainSec := time.Since(t0).Seconds()
+	t1 := time.Now()
+	p, err := m.Predict(te.X, te.N())
+	if err != nil {
+		t.Fatal(err)
+	}
+	predSec := time.Since(t1).Seconds()
+	sc, err := model.Score(p, te.Y)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, p, sc, trainSec, predSec
+}
+
 // TestCalibrationUCI reproduces the calibration figures of cg and kmcg with default settings
 // on UCI split 0 (set GPREDUCE_CALIBRATION to a comma-separated list of data sets, e.g.
 // "energy,concrete"; it takes minutes). For each set it trains cg and kmcg on the local
@@ -78,39 +102,12 @@ func TestCalibrationUCI(t *testing.T) {
 		// exactVars holds the exact method's test latent variances by kernel family.
 		exactVars := map[string][]float64{}
 		for _, method := range []string{"cg", "kmcg"} {
-			spec := DefaultSpec(method)
-			t0 := time.Now()
-			m, err := Train(context.Background(), eng, spec, func(Event) {})
-			if err != nil {
-				t.Fatal(err)
-			}
-			trainSec := time.Since(t0).Seconds()
-			t1 := time.Now()
-			p, err := m.Predict(te.X, te.N())
-			if err != nil {
-				t.Fatal(err)
-			}
-			predSec := time.Since(t1).Seconds()
-			sc, err := model.Score(p, te.Y)
-			if err != nil {
-				t.Fatal(err)
-			}
+			m, p, sc, trainSec, predSec := fitScore(t, eng, DefaultSpec(method), te)
 			exactVar, ok := exactVars[m.Kernel]
 			if !ok {
 				es := DefaultSpec("exact")
 				es.Kernel = m.Kernel
-				em, err := Train(context.Background(), eng, es, func(Event) {})
-				if err != nil {
-					t.Fatal(err)
-				}
-				ep, err := em.Predict(te.X, te.N())
-				if err != nil {
-					t.Fatal(err)
-				}
-				esc, err := model.Score(ep, te.Y)
-				if err != nil {
-					t.Fatal(err)
-				}
+				em, ep, esc, _, _ := fitScore(t, eng, es, te)
 				t.Logf("%s exact (%s): RMSE %.4f NLL %.4f coverage95 %.3f log p(y) %.4f", name, m.Kernel, esc.RMSE, esc.NLL, esc.Coverage95, em.LogLik)
 				exactVar, exactVars[m.Kernel] = ep.LatentVar, ep.LatentVar
 			}

@@ -12,7 +12,7 @@ package train
 //  2. the start: the shared hyperparameter search (search.go: restarts on a seeded sample,
 //     polished on min(n, 1000) sampled rows). The paper starts from GPyTorch's defaults and takes 800-1500 Adam
 //     steps; starting near the optimum lets a default run take 100. With the kernel setting
-//     KernelAuto (the default) the search runs with the SE kernel and chooseKernel (exact.go)
+//     KernelAuto (the default) the search runs with the SE kernel and chooseKernel (kernelchoice.go)
 //     then picks rbf, matern52 or matern32 by the exact log marginal likelihood on the same
 //     sampled rows; Adam starts from that family's fitted theta;
 //  3. rows pass: the standardized rows come to the coordinator, which keeps y and the CG

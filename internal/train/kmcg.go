@@ -20,7 +20,7 @@ package train
 //     the paper fits them on the exact GP of the data (Sec. 4), and the final model keeps
 //     them, so its sample is twice the other methods' start (whose own objective then runs
 //     on all n rows): on 2000 rows an evaluation is about 10 GFLOP. With the kernel setting
-//     KernelAuto (the default) the search runs with the SE kernel and chooseKernel (exact.go)
+//     KernelAuto (the default) the search runs with the SE kernel and chooseKernel (kernelchoice.go)
 //     then picks rbf, matern52 or matern32 by the log marginal likelihood on the same rows;
 //  3. rows pass: the standardized rows come to the coordinator;
 //  4. X_M: all rows (M = n, as in all the paper's experiments), or with subset M < n a seeded

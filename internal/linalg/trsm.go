@@ -171,6 +171,12 @@ func solveLeft(T view, unit, lowerT bool, k0, k1 int, b []float64, ld, n int) {
 	}
 }
 
+// AxpyNeg sets y[j] = fma(-t, x[j], y[j]) for j < len(y), one rounding per element, in AVX2 +
+// FMA assembly when the CPU allows and by math.FMA otherwise (the same bits either way); x
+// must be at least as long as y. It is the update y -= t x of left-looking factorizations
+// (solver.PivotedCholesky).
+func AxpyNeg(t float64, x, y []float64) { axpyNeg(t, x, y) }
+
 // axpyNegGo sets y = fma(-t, x, y) elementwise: the portable form of axpyNeg.
 func axpyNegGo(t float64, x, y []float64) {
 	x = x[:len(y)]

@@ -8,7 +8,6 @@ import (
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
-	"gonum.org/v1/gonum/mat"
 
 	"github.com/gpreduce/gpreduce/internal/linalg"
 )
@@ -21,7 +20,7 @@ import (
 //
 //	L_{:,m} = (K_{p,:} - sum_{l<m} L_{p,l} L_{:,l}) / sqrt(e_p),   e_i -= L_{i,m}^2,
 //
-// (the sum over l in order),
+// (the sum over l in order, each term a fused multiply-add: linalg.AxpyNeg),
 // with the entries of earlier pivots set to exactly zero (so the rows of L in pivot order are
 // lower triangular). It stops after rank columns, or earlier when the trace of the residual
 // sum_i e_i <= tol * trace(K), when the largest residual max_i e_i <= floor, or when no e_i is
@@ -81,9 +80,7 @@ func PivotedCholesky(diag func(i int) float64, row func(i int, dst []float64), n
 				c := colm[b0:b1]
 				copy(c, buf[b0:b1])
 				for l, lpl := range lp[:m] {
-					for i, v := range L[l*n+b0 : l*n+b1] {
-						c[i] -= lpl * v
-					}
+					linalg.AxpyNeg(lpl, L[l*n+b0:l*n+b1], c)
 				}
 				for i := range c {
 					gi := b0 + i
@@ -136,7 +133,7 @@ type Woodbury struct {
 	n, r   int
 	sigma2 float64
 	L      []float64
-	chol   mat.Cholesky // of C = sigma^2 I_r + L^T L
+	u      blas64.Triangular // C = sigma^2 I_r + L^T L = U^T U (linalg.Potrf)
 	logDet float64
 }
 
@@ -162,11 +159,14 @@ func NewWoodbury(L []float64, n, r int, sigma2 float64) (*Woodbury, error) {
 	for i := 0; i < r; i++ {
 		c[i*r+i] += sigma2
 	}
-	C := mat.NewSymDense(r, c)
-	if !w.chol.Factorize(C) {
+	u, ok := linalg.Potrf(blas64.Symmetric{Uplo: blas.Upper, N: r, Stride: r, Data: c})
+	if !ok {
 		return nil, fmt.Errorf("woodbury: sigma^2 I + L^T L is not positive definite (r=%d)", r)
 	}
-	w.logDet += w.chol.LogDet()
+	w.u = u
+	for i := 0; i < r; i++ {
+		w.logDet += 2 * math.Log(u.Data[i*r+i])
+	}
 	return w, nil
 }
 
@@ -188,12 +188,12 @@ func (w *Woodbury) Solve(dst, src []float64, k int) {
 	u := make([]float64, r*k)
 	linalg.Gemm(blas.NoTrans, blas.Trans, 1, Lt, blas64.General{Rows: k, Cols: n, Stride: n, Data: src},
 		0, blas64.General{Rows: r, Cols: k, Stride: k, Data: u})
-	var V mat.Dense
-	if err := w.chol.SolveTo(&V, mat.NewDense(r, k, u)); err != nil {
-		panic(fmt.Sprintf("woodbury: solve with a factorised matrix failed: %v", err)) // unreachable after Factorize
-	}
+	// V = C^-1 U by two triangular solves with C = R^T R (R = w.u): R^T X = U, then R V = X.
+	V := blas64.General{Rows: r, Cols: k, Stride: k, Data: u}
+	linalg.Trsm(blas.Left, blas.Trans, 1, w.u, V)
+	linalg.Trsm(blas.Left, blas.NoTrans, 1, w.u, V)
 	// dst^T = (src - L V)^T / sigma^2 = (S - V^T Lt) / sigma^2.
-	linalg.Gemm(blas.Trans, blas.NoTrans, 1, V.RawMatrix(), Lt,
+	linalg.Gemm(blas.Trans, blas.NoTrans, 1, V, Lt,
 		0, blas64.General{Rows: k, Cols: n, Stride: n, Data: dst})
 	for i := range dst {
 		dst[i] = (src[i] - dst[i]) / w.sigma2

@@ -367,7 +367,7 @@ func (t *KernelTask) Map(ctx context.Context, ref shard.Ref, tab *shard.Table) (
 	case KernelQuad:
 		return t.quad(ctx, ref.Index, lo, rows)
 	}
-	return t.cols(lo, rows), nil
+	return t.cols(ctx, ref.Index, lo, rows), nil
 }
 
 func (t *KernelTask) mvm(ctx context.Context, index, lo, rows int) (reduce.Stats, error) {
@@ -551,8 +551,27 @@ func (t *KernelTask) quad(ctx context.Context, index, lo, rows int) (reduce.Stat
 	return &reduce.Sum{Parts: [][]float64{sum}, N: rows}, nil
 }
 
-func (t *KernelTask) cols(lo, rows int) reduce.Stats {
-	out := &reduce.Rows{D: len(t.Idx), X: make([]float64, rows*len(t.Idx)), Y: make([]float64, rows)}
+// cols returns the shard's rows of K[:, Idx]. They are copied from the shard's cached block,
+// which is formed and cached here when it fits (the products at the same hyperparameters
+// that follow or precede a column request use it: the pivoted Cholesky's hundreds of
+// one-column requests then cost a copy each instead of a kernel evaluation); otherwise they are
+// formed on the fly. Both give the same bits (fillWith).
+func (t *KernelTask) cols(ctx context.Context, index, lo, rows int) reduce.Stats {
+	c := len(t.Idx)
+	out := &reduce.Rows{D: c, X: make([]float64, rows*c), Y: make([]float64, rows)}
+	if rows == 0 {
+		return out
+	}
+	if b := t.Op.block(kernelCacheBytes(ctx, t.Op), index, lo, rows); b != nil {
+		n := t.Op.N()
+		for i := 0; i < rows; i++ {
+			row, dst := b[i*n:(i+1)*n], out.X[i*c:(i+1)*c]
+			for j, m := range t.Idx {
+				dst[j] = row[m]
+			}
+		}
+		return out
+	}
 	t.Op.fillCols(lo, rows, t.Idx, out.X)
 	return out
 }

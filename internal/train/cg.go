@@ -21,8 +21,9 @@ package train
 //     rate learning-rate decayed x0.1 at 50%, 70% and 90% of max-iter (App. E). Step t:
 //     a. P = L L^T + sigma_n^2 I, L the rank-k pivoted Cholesky of K from k kernel columns
 //     gathered from the shards (Gardner et al. 2018, §4.1), applied by Woodbury; k grows
-//     until no row's left-out prior variance exceeds sigma_n^2 / 10, at most sqrt(n (p+1))
-//     (precondRank; App. E uses rank 5, whose solves the truncation cuts short);
+//     until no row's left-out prior variance exceeds sigma_n^2 / 10, at most
+//     max(sqrt(n (p+1)), sqrt(1e9 / n)) (precondRank, precondCap; App. E uses rank 5, whose
+//     solves the truncation cuts short);
 //     b. probes z_1..z_p ~ N(0, P) (Rademacher without a preconditioner), from a random stream
 //     fixed by (seed, t), so a resumed run draws the same ones;
 //     c. one batched PCG on B = [z_1..z_p, y]: rr (the default) draws J_1, J_2 ~ P(J) ∝
@@ -173,23 +174,43 @@ func probes(c *pb.CGSettings) int  { return orInt(int(c.GetProbes()), DefaultPro
 // floor at which it stops early as a multiple of sigma_n^2 (solver.PivotedCholesky's floor).
 // A rank given in the settings is used as it is (-1: none). The default is adaptive: the
 // factor grows until no row's left-out prior variance K_ii - (L L^T)_ii exceeds a tenth of the
-// noise variance sigma_n^2, with at most sqrt(n (t+1)) columns. What the factor leaves out is
-// then small against the noise, P^-1 K_hat has its spectrum near 1, and the training solves
+// noise variance sigma_n^2, with at most precondCap(n, t) columns. What the factor leaves out
+// is then small against the noise, P^-1 K_hat has its spectrum near 1, and the training solves
 // converge to cgTrainTol before the Russian-roulette J instead of being cut short by it. On
 // elevators (14,940 rows, d = 18) at the start of a default run it picks rank 105 (15
 // iterations to 1e-8), at the 50-step optimum it reaches the cap, 405 (30 iterations), where
 // rank 5, the rank of Potapczynski et al. 2021, App. E, needs about 1000 and rank 200 about
-// 80. The cap bounds the factor's O(n k^2) update, n k^2 / 2 multiply-adds, by half of one
-// product K_hat [Z, y], and its solve per iteration, O(n k (t+1)), by about 2k/n of a product.
+// 80.
 func precondRank(c *pb.CGSettings, n, t int) (rank int, floorNoise float64) {
 	switch c.GetPrecondRank() {
 	case 0:
-		return min(n, int(math.Sqrt(float64(n)*float64(t+1)))), precondFloor
+		return precondCap(n, t), precondFloor
 	case -1:
 		return 0, 0
 	}
 	return int(c.GetPrecondRank()), 0
 }
+
+// precondCap is the adaptive preconditioner's largest rank for n rows and t probes:
+// max(sqrt(n (t+1)), sqrt(2 precondBudget / n)), at most n. The first bounds the factor's
+// O(n k^2) update, n k^2 / 2 multiply-adds, by half of one product K_hat [Z, y] (n^2 (t+1)),
+// and its solve per iteration, O(n k (t+1)), by about 2k/n of a product. The second lets the
+// update take precondBudget multiply-adds however small n is: a fraction of a second, and on
+// up to 1000 rows the full factor. Small problems need it when the noise is small against the
+// signal: on pendulum (567 rows, d = 9, the noise on its lower bound 1e-4 of the target's
+// variance) the rank-78 factor of the first bound left the training solves unconverged at J,
+// whose Russian-roulette weights then made the gradient so noisy that Adam wandered 68 nats
+// below the exact optimum it started from (test RMSE 1.103 against the exact GP's 0.794);
+// with the full factor it stays there (0.788, log marginal likelihood 220.13 against 220.20).
+// Above n = sqrt(2 precondBudget / (t+1)), 9535 rows with 10 probes, the first bound governs.
+func precondCap(n, t int) int {
+	k := math.Max(math.Sqrt(float64(n)*float64(t+1)), math.Sqrt(2*precondBudget/float64(n)))
+	return min(n, int(k))
+}
+
+// precondBudget is the multiply-adds the adaptive preconditioner's update may always take
+// (precondCap): about 0.2 s of gonum's pure-Go update on the 2-core machine of the README.
+const precondBudget = 5e8
 
 // precondFloor is the adaptive preconditioner's floor: the largest left-out prior variance
 // it accepts, as a fraction of sigma_n^2 (precondRank).

@@ -309,8 +309,11 @@ func TestEvalCalibrationWarning(t *testing.T) {
 		// The feature methods' check is a map round over the training rows (tasks.LOOTask).
 		{"concrete", "grief", tight, true}, {"concrete", "rff", tight, true}, {"concrete", "grief", nil, false},
 		// cg's: the same round on the mean solve and the variance cache, bracketed by the
-		// cache's tolerance.
-		{"servo", "cg", tight, true}, {"concrete", "cg", nil, false},
+		// cache's tolerance. With the noise held below 1e-5 concrete's fit is far off
+		// (mean square about 600, as exact's); servo's is not (the Matern 3/2 fit absorbs
+		// the noise: mean square 1.13, exact's hyperparameters), and cg, which reaches
+		// exact's optimum, must not warn there.
+		{"concrete", "cg", tight, true}, {"servo", "cg", tight, false}, {"concrete", "cg", nil, false},
 	} {
 		name := c.data + "/" + c.method
 		if c.flags != nil {

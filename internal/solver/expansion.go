@@ -10,6 +10,7 @@ import (
 	"gonum.org/v1/gonum/blas/blas64"
 
 	"github.com/gpreduce/gpreduce/internal/kernel"
+	"github.com/gpreduce/gpreduce/internal/linalg"
 )
 
 // ExpansionPredictor is a GP posterior written as a kernel expansion over m stored inputs X
@@ -46,8 +47,9 @@ type ExpansionPredictor struct {
 	PlusScale float64
 }
 
-// expansionBlock is how many test rows Predict evaluates against X at a time: the kernel
-// block k(xs_block, X) is expansionBlock x m, 25 MB for m = 50000.
+// expansionBlock is the fewest test rows Predict evaluates against X at a time
+// (expansionRows): the kernel block k(xs_block, X) is then expansionBlock x m, 25 MB for m =
+// 50000.
 const expansionBlock = 64
 
 // Validate checks that the predictor is complete and consistent, so Predict cannot panic on
@@ -102,21 +104,25 @@ func (p *ExpansionPredictor) Validate() error {
 
 // Predict writes the mean and, when latentVar is not nil, the latent variance for each row
 // of xs (row-major, D columns); the number of rows is len(mean). Rows are taken in blocks of
-// b <= 64: the block's kernel rows Kb = k(xs_b, X) (b x m) are formed once, then
+// b rows (expansionRows): the block's kernel rows Kb = k(xs_b, X) (b x m) are formed once,
+// then
 //
 //	mean_b = Kb Alpha,   U = Kb Minus (b x RMinus),   V = Kb Plus (b x RPlus),
 //	latentVar_i = max(0, k(x_i, x_i) - ||U_i||^2 + PlusScale ||V_i||^2),
 //
-// so the O(b m (RMinus + RPlus)) products run as matrix-matrix multiplications. A block's rows
-// are shared among up to GOMAXPROCS goroutines (each row's result does not depend on how
-// they are shared). The predictor must be valid (see Validate).
+// so the O(b m (RMinus + RPlus)) products run as matrix-matrix multiplications (linalg.Gemm,
+// which shares them among GOMAXPROCS goroutines; a block of many rows amortises its packing
+// of Minus). A block's kernel rows are shared among up to GOMAXPROCS goroutines. Each row's
+// result depends on its own inputs alone, not on the block it falls in or the goroutines.
+// The predictor must be valid (see Validate).
 func (p *ExpansionPredictor) Predict(xs []float64, mean, latentVar []float64) {
 	m := len(p.Alpha)
 	rows := len(mean)
 	if rows == 0 {
 		return
 	}
-	bmax := min(rows, expansionBlock)
+	block := expansionRows(m)
+	bmax := min(rows, block)
 	kb := make([]float64, bmax*m)
 	var u, v []float64
 	if latentVar != nil {
@@ -125,47 +131,38 @@ func (p *ExpansionPredictor) Predict(xs []float64, mean, latentVar []float64) {
 	}
 	sx := p.scaled(p.X)
 	procs := runtime.GOMAXPROCS(0)
-	for lo := 0; lo < rows; lo += expansionBlock {
-		b := min(rows-lo, expansionBlock)
+	for lo := 0; lo < rows; lo += block {
+		b := min(rows-lo, block)
 		// Below about 16k kernel entries a block is too little work to share.
 		workers := max(1, min(procs, b, b*m/(1<<14)))
-		if workers == 1 {
-			p.predictRows(sx, xs, lo, lo+b, kb, u, v, mean, latentVar)
-			continue
-		}
 		var wg sync.WaitGroup
 		for w := 0; w < workers; w++ {
 			i0, i1 := w*b/workers, (w+1)*b/workers
-			wg.Go(func() {
-				p.predictRows(sx, xs, lo+i0, lo+i1, kb[i0*m:], u[min(len(u), i0*p.RMinus):], v[min(len(v), i0*p.RPlus):], mean, latentVar)
-			})
+			wg.Go(func() { p.kernelRows(sx, xs[(lo+i0)*p.D:(lo+i1)*p.D], kb[i0*m:i1*m]) })
 		}
 		wg.Wait()
+		p.predictBlock(xs[lo*p.D:(lo+b)*p.D], kb[:b*m], u, v, mean[lo:lo+b], latentVar)
+		if latentVar != nil {
+			latentVar = latentVar[b:]
+		}
 	}
 }
 
-// scaled returns the rows of x (D columns) divided by the kernel's lengthscales, column by
-// column, so that a kernel value is sigma_f^2 k0(||x~ - x~'||^2) with no divisions per entry.
-func (p *ExpansionPredictor) scaled(x []float64) []float64 {
-	d := p.D
-	out := make([]float64, len(x))
-	for i, v := range x {
-		out[i] = v / p.Kernel.Lengthscales[i%d]
-	}
-	return out
+// expansionRows is the rows of a block of Predict for m stored inputs: about 4M kernel
+// entries (32 MB), at least expansionBlock and at most 1024 rows.
+func expansionRows(m int) int {
+	return max(expansionBlock, min(1024, (1<<22)/m))
 }
 
-// predictRows predicts rows lo..hi-1 of xs with the stored inputs sx scaled by the
-// lengthscales, the work space kb ((hi-lo) x m) and, when latentVar is not nil, u
-// ((hi-lo) x RMinus) and v ((hi-lo) x RPlus).
-func (p *ExpansionPredictor) predictRows(sx, xs []float64, lo, hi int, kb, u, v, mean, latentVar []float64) {
-	m, d, rm, rp := len(p.Alpha), p.D, p.RMinus, p.RPlus
-	b := hi - lo
+// kernelRows writes the kernel rows sigma_f^2 k0(||x~ - sx_j||^2) of the rows x of xs (D
+// columns, unscaled) against the scaled stored inputs sx into kb (row-major, len(x)/D x m).
+func (p *ExpansionPredictor) kernelRows(sx, xs, kb []float64) {
+	m, d := len(p.Alpha), p.D
 	sf2, fam := p.Kernel.SignalVariance, p.Kernel.Family
 	x := make([]float64, d)
-	for i := 0; i < b; i++ {
+	for i := 0; i < len(xs)/d; i++ {
 		for k := range x {
-			x[k] = xs[(lo+i)*d+k] / p.Kernel.Lengthscales[k]
+			x[k] = xs[i*d+k] / p.Kernel.Lengthscales[k]
 		}
 		row := kb[i*m : (i+1)*m]
 		for j := range row {
@@ -178,25 +175,46 @@ func (p *ExpansionPredictor) predictRows(sx, xs []float64, lo, hi int, kb, u, v,
 			row[j] = sf2 * fam.Profile(r2)
 		}
 	}
+}
+
+// predictBlock writes the means (and, when latentVar is not nil, the latent variances into
+// its first rows) of the b = len(mean) rows xs from their kernel rows kb (b x m), with the
+// work space u (b x RMinus) and v (b x RPlus). The products run on linalg's Gemm (fixed
+// blocking in the inner dimension: an entry's bits depend on its row of Kb and the column it
+// multiplies, never on b or the CPU).
+func (p *ExpansionPredictor) predictBlock(xs, kb, u, v, mean, latentVar []float64) {
+	m, d, rm, rp := len(p.Alpha), p.D, p.RMinus, p.RPlus
+	b := len(mean)
 	K := blas64.General{Rows: b, Cols: m, Stride: m, Data: kb[:b*m]}
-	blas64.Gemv(blas.NoTrans, 1, K, blas64.Vector{N: m, Inc: 1, Data: p.Alpha}, 0, blas64.Vector{N: b, Inc: 1, Data: mean[lo:hi]})
+	linalg.Gemm(blas.NoTrans, blas.NoTrans, 1, K, blas64.General{Rows: m, Cols: 1, Stride: 1, Data: p.Alpha}, 0, blas64.General{Rows: b, Cols: 1, Stride: 1, Data: mean})
 	if latentVar == nil {
 		return
 	}
 	U := blas64.General{Rows: b, Cols: rm, Stride: rm, Data: u[:b*rm]}
-	blas64.Gemm(blas.NoTrans, blas.NoTrans, 1, K, blas64.General{Rows: m, Cols: rm, Stride: rm, Data: p.Minus}, 0, U)
+	linalg.Gemm(blas.NoTrans, blas.NoTrans, 1, K, blas64.General{Rows: m, Cols: rm, Stride: rm, Data: p.Minus}, 0, U)
 	if rp > 0 {
 		V := blas64.General{Rows: b, Cols: rp, Stride: rp, Data: v[:b*rp]}
-		blas64.Gemm(blas.NoTrans, blas.NoTrans, 1, K, blas64.General{Rows: m, Cols: rp, Stride: rp, Data: p.Plus}, 0, V)
+		linalg.Gemm(blas.NoTrans, blas.NoTrans, 1, K, blas64.General{Rows: m, Cols: rp, Stride: rp, Data: p.Plus}, 0, V)
 	}
 	for i := 0; i < b; i++ {
-		x := xs[(lo+i)*d : (lo+i+1)*d]
+		x := xs[i*d : (i+1)*d]
 		ui := u[i*rm : (i+1)*rm]
 		s := p.Kernel.Eval(x, x) - dot(ui, ui)
 		if rp > 0 {
 			vi := v[i*rp : (i+1)*rp]
 			s += p.PlusScale * dot(vi, vi)
 		}
-		latentVar[lo+i] = math.Max(0, s)
+		latentVar[i] = math.Max(0, s)
 	}
+}
+
+// scaled returns the rows of x (D columns) divided by the kernel's lengthscales, column by
+// column, so that a kernel value is sigma_f^2 k0(||x~ - x~'||^2) with no divisions per entry.
+func (p *ExpansionPredictor) scaled(x []float64) []float64 {
+	d := p.D
+	out := make([]float64, len(x))
+	for i, v := range x {
+		out[i] = v / p.Kernel.Lengthscales[i%d]
+	}
+	return out
 }

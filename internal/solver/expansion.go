@@ -141,10 +141,11 @@ func (p *ExpansionPredictor) Predict(xs []float64, mean, latentVar []float64) {
 			wg.Go(func() { p.kernelRows(sx, xs[(lo+i0)*p.D:(lo+i1)*p.D], kb[i0*m:i1*m]) })
 		}
 		wg.Wait()
-		p.predictBlock(xs[lo*p.D:(lo+b)*p.D], kb[:b*m], u, v, mean[lo:lo+b], latentVar)
+		var lv []float64
 		if latentVar != nil {
-			latentVar = latentVar[b:]
+			lv = latentVar[lo : lo+b]
 		}
+		p.predictBlock(xs[lo*p.D:(lo+b)*p.D], kb[:b*m], u, v, mean[lo:lo+b], lv)
 	}
 }
 
@@ -177,8 +178,8 @@ func (p *ExpansionPredictor) kernelRows(sx, xs, kb []float64) {
 	}
 }
 
-// predictBlock writes the means (and, when latentVar is not nil, the latent variances into
-// its first rows) of the b = len(mean) rows xs from their kernel rows kb (b x m), with the
+// predictBlock writes the means (and, when latentVar is not nil, the latent variances) of
+// the b = len(mean) rows xs from their kernel rows kb (b x m), with the
 // work space u (b x RMinus) and v (b x RPlus). The products run on linalg's Gemm (fixed
 // blocking in the inner dimension: an entry's bits depend on its row of Kb and the column it
 // multiplies, never on b or the CPU).

@@ -4,6 +4,7 @@
 // from reduced Gram statistics alone (a W^(1/2)-scaled form, derived here, of Fink Shustin &
 // Avron 2022, §4.2); and, for GP training by conjugate
 // gradients, batched preconditioned CG over an operator, the pivoted-Cholesky/Woodbury
-// preconditioner, Lanczos quadrature and stochastic log-determinants, and the unbiased
-// Russian-roulette truncation of CG (Potapczynski et al. 2021).
+// preconditioner, Lanczos quadrature and stochastic log-determinants, the unbiased
+// Russian-roulette truncation of CG (Potapczynski et al. 2021), and the block Lanczos basis
+// with its variance monitor behind the predictive-variance cache.
 package solver

@@ -6,108 +6,14 @@ import (
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
-	"gonum.org/v1/gonum/mat"
+
+	"github.com/gpreduce/gpreduce/internal/linalg"
 )
 
-// LanczosStep is called by LanczosBasis after step j (1-based) with the new basis vector q_j
-// and the entries T_jj and T_{j,j-1} (0 for j = 1) of the tridiagonal; returning true ends
-// the process with rank j.
-type LanczosStep func(j int, q []float64, diag, off float64) bool
-
-// LanczosBasis runs at most rank steps of the Lanczos process on the symmetric operator A
-// from b with full reorthogonalisation (two passes of classical Gram-Schmidt against every
-// earlier vector, as matrix-vector products), the cache of LOVE (Pleiss et al. 2018; used for
-// the variances by Potapczynski et al. 2021, App. E). It returns Q = [q_1..q_r] (n x r,
-// column-major, orthonormal, q_1 = b/||b||) and the tridiagonal T = Q^T A Q as its diagonal
-// Diag (r) and off-diagonal Off (r-1):
-//
-//	w = A q_j - Off_{j-1} q_{j-1},  Diag_j = q_j^T w,  w -= Diag_j q_j,  reorthogonalise w,
-//	Off_j = ||w||,  q_{j+1} = w / Off_j.
-//
-// Q T^-1 Q^T is then the Galerkin approximation of A^-1 on the Krylov space
-// span{b, A b, ..., A^{r-1} b}; it satisfies Q T^-1 Q^T <= A^-1 for A positive definite, so
-// variances computed from it are never below the exact ones. The process stops early, with
-// r < rank, when Off_j <= tol * ||A q_1|| (an invariant subspace: the basis is then exact on
-// it) or when step (which may be nil) returns true. Each step costs one single-column product
-// with A and O(n j) for the reorthogonalisation.
-func LanczosBasis(op Operator, b []float64, rank int, tol float64, step LanczosStep) (Q, Diag, Off []float64, r int, err error) {
-	n := op.Dim()
-	if len(b) != n || rank < 1 {
-		return nil, nil, nil, 0, fmt.Errorf("lanczos basis: start of %d values for n = %d, rank %d", len(b), n, rank)
-	}
-	rank = min(rank, n)
-	nb := math.Sqrt(dot(b, b))
-	if !(nb > 0) || math.IsInf(nb, 0) {
-		return nil, nil, nil, 0, fmt.Errorf("lanczos basis: start vector norm %v", nb)
-	}
-	Q = make([]float64, 0, n*min(rank, 128))
-	q := make([]float64, n)
-	for i := range q {
-		q[i] = b[i] / nb
-	}
-	w := make([]float64, n)
-	c := make([]float64, rank)
-	scale := 0.0
-	for j := 0; ; j++ {
-		Q = append(Q, q...)
-		if err := op.MulVecs(w, q, 1); err != nil {
-			return nil, nil, nil, 0, fmt.Errorf("lanczos basis: step %d: %w", j+1, err)
-		}
-		if j == 0 {
-			scale = math.Sqrt(dot(w, w))
-		}
-		off := 0.0
-		if j > 0 {
-			off = Off[j-1]
-			prev := Q[(j-1)*n : j*n]
-			for i := range w {
-				w[i] -= off * prev[i]
-			}
-		}
-		a := dot(q, w)
-		Diag = append(Diag, a)
-		for i := range w {
-			w[i] -= a * q[i]
-		}
-		// Two passes of w -= Q (Q^T w); Q (n x (j+1), column-major) is Qr = Q^T row-major.
-		Qr := blas64.General{Rows: j + 1, Cols: n, Stride: n, Data: Q}
-		wv, cv := blas64.Vector{N: n, Inc: 1, Data: w}, blas64.Vector{N: j + 1, Inc: 1, Data: c[:j+1]}
-		for pass := 0; pass < 2; pass++ {
-			blas64.Gemv(blas.NoTrans, 1, Qr, wv, 0, cv)
-			blas64.Gemv(blas.Trans, -1, Qr, cv, 1, wv)
-		}
-		if j+1 == rank || (step != nil && step(j+1, q, a, off)) {
-			return Q, Diag, Off, j + 1, nil
-		}
-		beta := math.Sqrt(dot(w, w))
-		if !(beta > tol*scale) {
-			return Q, Diag, Off, j + 1, nil
-		}
-		Off = append(Off, beta)
-		q = make([]float64, n)
-		for i := range q {
-			q[i] = w[i] / beta
-		}
-	}
-}
-
-// SymTridiagonal returns the r x r symmetric tridiagonal matrix with diagonal diag (r) and
-// off-diagonal off (off[j] = T_{j+1,j}, at least r-1 entries), e.g. LanczosBasis's T.
-func SymTridiagonal(diag, off []float64) *mat.SymDense {
-	r := len(diag)
-	T := mat.NewSymDense(r, nil)
-	for j := 0; j < r; j++ {
-		T.SetSym(j, j, diag[j])
-		if j > 0 {
-			T.SetSym(j, j-1, off[j-1])
-		}
-	}
-	return T
-}
-
-// VarianceGap watches a Lanczos variance cache grow (LanczosBasis with its Step as the step
+// VarianceGap watches a variance cache grow (BlockLanczos with its Step as the step
 // function) at p probe inputs x_1..x_p, given their cross-covariance columns k_i = k(X, x_i)
-// and prior variances k(x_i, x_i), for A = K + noise I. After r steps, with c_i = Q^T k_i,
+// and prior variances k(x_i, x_i), for A = K + noise I. With c_i = Q^T k_i for the basis so
+// far,
 //
 //	Upper_i = k(x_i, x_i) - c_i^T T^-1 c_i                      (the cache's variance, >= exact),
 //	Lower_i = Upper_i - (||k_i||^2 - ||c_i||^2) / noise          (unexplored directions as noise only),
@@ -116,20 +22,17 @@ func SymTridiagonal(diag, off []float64) *mat.SymDense {
 // smallest it can be, so that it estimates the exact variance from below. Gap is the largest
 // relative distance (Upper_i - Lower_i) / Upper_i over the probes: the cache's variances are
 // at most about that fraction above the exact ones, and it falls to 0 as the cache becomes
-// exact. c_i^T T^-1 c_i is updated in O(p) per step from the LDL^T factors of the growing
-// tridiagonal (T = L D L^T, L unit lower bidiagonal: l_j = T_{j,j-1} / D_{j-1},
-// D_j = T_jj - l_j T_{j,j-1}, and w = L^-1 c adds w_j = c_{ij} - l_j w_{j-1}), so the
-// monitor costs one n x p product per step.
+// exact. c_i^T T^-1 c_i = ||L^-1 c_i||^2 grows by one block per step: with T = L L^T block
+// lower bidiagonal, w_j = L_jj^-1 (c_{i,j} - L_{j,j-1} w_{j-1}) and the quadratic form gains
+// ||w_j||^2, so the monitor costs one p x n x b_j product per step.
 type VarianceGap struct {
 	n, p        int
 	cols        []float64 // n x p column-major
 	prior, norm []float64 // k(x_i, x_i), ||k_i||^2
 	noise       float64
 	quad, proj  []float64 // c_i^T T^-1 c_i, ||c_i||^2
-	w           []float64 // last entry of L^-1 c_i
-	d           float64   // last pivot D_j
-	c           []float64
-	steps       int
+	w           []float64 // p x b_{j-1}: the last block of L^-1 c_i
+	blocks      int
 }
 
 // NewVarianceGap returns a monitor for the probe columns cols (n x p, column-major) with prior
@@ -143,7 +46,7 @@ func NewVarianceGap(cols []float64, n int, prior []float64, noise float64) (*Var
 		return nil, fmt.Errorf("variance gap: noise variance %v must be positive and finite", noise)
 	}
 	g := &VarianceGap{n: n, p: p, cols: cols, prior: prior, noise: noise,
-		norm: make([]float64, p), quad: make([]float64, p), proj: make([]float64, p), w: make([]float64, p), c: make([]float64, p)}
+		norm: make([]float64, p), quad: make([]float64, p), proj: make([]float64, p)}
 	for i := range g.norm {
 		k := cols[i*n : (i+1)*n]
 		g.norm[i] = dot(k, k)
@@ -151,30 +54,41 @@ func NewVarianceGap(cols []float64, n int, prior []float64, noise float64) (*Var
 	return g, nil
 }
 
-// Step takes Lanczos step j's vector q_j and tridiagonal entries (a LanczosStep that never
-// stops the process).
-func (g *VarianceGap) Step(j int, q []float64, diag, off float64) bool {
-	K := blas64.General{Rows: g.p, Cols: g.n, Stride: g.n, Data: g.cols} // k_i^T as rows
-	blas64.Gemv(blas.NoTrans, 1, K, blas64.Vector{N: g.n, Inc: 1, Data: q}, 0, blas64.Vector{N: g.p, Inc: 1, Data: g.c})
-	l := 0.0
-	if g.steps > 0 {
-		l = off / g.d
+// Step takes the basis's blocks not seen yet (a BlockLanczos step function that never stops
+// the process).
+func (g *VarianceGap) Step(k *BlockKrylov) bool {
+	for ; g.blocks < k.Blocks(); g.blocks++ {
+		q, ldiag, lsub, bj := k.Block(g.blocks)
+		c := make([]float64, g.p*bj) // row i: c_i's block, Q_j^T k_i
+		linalg.Gemm(blas.NoTrans, blas.Trans, 1, blas64.General{Rows: g.p, Cols: g.n, Stride: g.n, Data: g.cols},
+			blas64.General{Rows: bj, Cols: g.n, Stride: g.n, Data: q}, 0, blas64.General{Rows: g.p, Cols: bj, Stride: bj, Data: c})
+		bp := 0
+		if lsub != nil {
+			bp = len(lsub) / bj
+		}
+		for i := 0; i < g.p; i++ {
+			ci := c[i*bj : (i+1)*bj]
+			g.proj[i] += dot(ci, ci)
+			if lsub != nil {
+				wp := g.w[i*bp : (i+1)*bp]
+				for r := range ci {
+					ci[r] -= dot(lsub[r*bp:(r+1)*bp], wp)
+				}
+			}
+			for r := range ci { // forward substitution with L_jj
+				ci[r] = (ci[r] - dot(ldiag[r*bj:r*bj+r], ci[:r])) / ldiag[r*bj+r]
+			}
+			g.quad[i] += dot(ci, ci)
+		}
+		g.w = c
 	}
-	g.d = diag - l*off
-	for i, ci := range g.c {
-		wi := ci - l*g.w[i]
-		g.w[i] = wi
-		g.quad[i] += wi * wi / g.d
-		g.proj[i] += ci * ci
-	}
-	g.steps = j
 	return false
 }
 
 // Gap returns max_i (Upper_i - Lower_i) / Upper_i after the steps taken so far (+Inf before
 // the first step or when a cached variance is not positive).
 func (g *VarianceGap) Gap() float64 {
-	if g.steps == 0 {
+	if g.blocks == 0 {
 		return math.Inf(1)
 	}
 	worst := 0.0

@@ -16,7 +16,10 @@ package train
 //     then picks rbf, matern52 or matern32 by the exact log marginal likelihood on the same
 //     sampled rows; Adam starts from that family's fitted theta;
 //  3. rows pass: the standardized rows come to the coordinator, which keeps y and the CG
-//     state and sends X with every kernel map step;
+//     state and sends X with every kernel map step; when the kernel was chosen on sampled
+//     rows (n > 1000), the choice is checked on all rows: each family's log marginal
+//     likelihood at its sampled fit by one PCG solve with SLQ, another family replacing the
+//     choice when higher by more than two standard errors (kernelOnAllRows);
 //  4. Adam over theta = (log l_1..log l_d, log sigma_f^2, log sigma_n^2), inside the spec's box,
 //     rate learning-rate decayed x0.1 at 50%, 70% and 90% of max-iter (App. E). Step t:
 //     a. P = L L^T + sigma_n^2 I, L the rank-k pivoted Cholesky of K from k kernel columns
@@ -82,8 +85,10 @@ const (
 	cgTrainTol = 1e-8
 	// cgStream separates the probe and truncation streams from the spec seed's other uses.
 	cgStream = 0x6367 << 32
-	// cgFinalStep keys the random stream of the final solve's probes.
-	cgFinalStep = 1 << 31
+	// cgFinalStep keys the random stream of the final solve's probes, cgKernelStep that of
+	// the kernel choice's check on all rows (kernelOnAllRows).
+	cgFinalStep  = 1 << 31
+	cgKernelStep = cgFinalStep + 1
 )
 
 // The conjugate-gradient defaults, used when the settings leave a field at 0.
@@ -248,6 +253,23 @@ func (r *run) trainCG(ctx context.Context, eng engine.Engine, p *prepared) (*mod
 	prob, err := newCGProblem(ctx, eng, p, fam, spec)
 	if err != nil {
 		return nil, fmt.Errorf("cg: %w", err)
+	}
+	// Step 3 (cont.): a kernel family the evidence chose on sampled rows, checked on all rows.
+	if len(r.ck.KernelFits) > 0 && p.n > startRows {
+		lml := func(f kernel.Family, theta []float64) (float64, float64, error) {
+			prob.fam = f
+			post, _, _, err := prob.solveMean(theta, cgKernelRNG(spec.Seed), func(Event) {})
+			if err != nil {
+				return 0, 0, err
+			}
+			return post.lml, post.se, nil
+		}
+		if fam, x0, kernelReason, err = r.kernelOnAllRows(ctx, p.n, fam, x0, kernelReason, lml); err != nil {
+			return nil, fmt.Errorf("cg: %w", err)
+		}
+		prob.fam = fam
+		spec.Kernel = fam.String()
+		r.spec.Kernel = spec.Kernel
 	}
 	mode := fmt.Sprintf("fixed J = %d", cgIters(cs))
 	if cgRR(cs) {

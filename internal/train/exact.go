@@ -5,8 +5,8 @@ package train
 // exact_max_rows rows (ExactSettings; default DefaultExactMaxRows): each likelihood evaluation is an
 // O(n^3) Cholesky plus an O(n^3) inverse for the gradient traces, and n^2 floats of memory.
 // With the kernel setting KernelAuto (its default) it first chooses the kernel family by the
-// evidence on the search's sampled rows (searchKernel, kernelchoice.go), then fits that family
-// on all rows.
+// evidence on the search's sampled rows (searchKernel, kernelchoice.go), checks that choice on
+// all rows when the sample was smaller (kernelOnAllRows), then fits that family on all rows.
 
 import (
 	"context"
@@ -69,6 +69,23 @@ func (r *run) trainExact(ctx context.Context, eng engine.Engine, p *prepared) (*
 		return nil, fmt.Errorf("exact: %w", err)
 	}
 	prob := &exactProblem{fam: fam, d: d, x: rows.X, y: rows.Y}
+	if len(r.ck.KernelFits) > 0 && p.n > startRows {
+		// A family the evidence chose on sampled rows, checked on all rows.
+		lml := func(f kernel.Family, theta []float64) (float64, float64, error) {
+			prob.fam = f
+			ex, err := prob.build(theta)
+			if err != nil {
+				return math.Inf(-1), 0, nil // not positive definite there: that family loses
+			}
+			return ex.LogMarginalLikelihood(), 0, nil
+		}
+		if fam, x0, kernelReason, err = r.kernelOnAllRows(ctx, p.n, fam, x0, kernelReason, lml); err != nil {
+			return nil, fmt.Errorf("exact: %w", err)
+		}
+		prob.fam = fam
+		spec.Kernel = fam.String()
+		r.spec.Kernel = spec.Kernel
+	}
 	fit, err := r.optimize(ctx, prob.objective, x0, lower, upper, p, 0)
 	if err != nil {
 		return nil, fmt.Errorf("exact: %w", err)

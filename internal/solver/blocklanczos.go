@@ -166,7 +166,7 @@ func BlockLanczos(op Operator, start []float64, b, rank int, tol float64, seed u
 				}
 			}
 		}
-		if !cholLower(aj, bj) {
+		if _, ok := linalg.Potrf(blas64.Symmetric{Uplo: blas.Lower, N: bj, Stride: bj, Data: aj}); !ok {
 			return nil, fmt.Errorf("block lanczos: the block tridiagonal of rank %d is not positive definite", s1)
 		}
 		k.ldiag = append(k.ldiag, aj)
@@ -234,24 +234,4 @@ func (k *BlockKrylov) extend(v []float64, m int, floor float64, rng *rand.Rand) 
 	}
 	k.starts = append(k.starts, r0+m)
 	return nil
-}
-
-// cholLower factorises the b x b symmetric positive definite row-major a in place into its
-// lower Cholesky factor (the strict upper triangle is zeroed); false if a pivot is not > 0.
-func cholLower(a []float64, b int) bool {
-	for j := 0; j < b; j++ {
-		d := a[j*b+j] - dot(a[j*b:j*b+j], a[j*b:j*b+j])
-		if !(d > 0) || math.IsInf(d, 0) {
-			return false
-		}
-		d = math.Sqrt(d)
-		a[j*b+j] = d
-		for i := j + 1; i < b; i++ {
-			a[i*b+j] = (a[i*b+j] - dot(a[i*b:i*b+j], a[j*b:j*b+j])) / d
-		}
-		for c := j + 1; c < b; c++ {
-			a[j*b+c] = 0
-		}
-	}
-	return true
 }

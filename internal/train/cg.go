@@ -255,22 +255,10 @@ func (r *run) trainCG(ctx context.Context, eng engine.Engine, p *prepared) (*mod
 		return nil, fmt.Errorf("cg: %w", err)
 	}
 	// Step 3 (cont.): a kernel family the evidence chose on sampled rows, checked on all rows.
-	if len(r.ck.KernelFits) > 0 && p.n > startRows {
-		lml := func(f kernel.Family, theta []float64) (float64, float64, error) {
-			prob.fam = f
-			post, _, _, err := prob.solveMean(theta, cgKernelRNG(spec.Seed), func(Event) {})
-			if err != nil {
-				return 0, 0, err
-			}
-			return post.lml, post.se, nil
-		}
-		if fam, x0, kernelReason, err = r.kernelOnAllRows(ctx, p.n, fam, x0, kernelReason, lml); err != nil {
-			return nil, fmt.Errorf("cg: %w", err)
-		}
-		prob.fam = fam
-		spec.Kernel = fam.String()
-		r.spec.Kernel = spec.Kernel
+	if fam, x0, kernelReason, err = r.kernelOnAllRows(ctx, &spec, p.n, startRows, fam, x0, kernelReason, prob.allRowsLML); err != nil {
+		return nil, fmt.Errorf("cg: %w", err)
 	}
+	prob.fam = fam
 	mode := fmt.Sprintf("fixed J = %d", cgIters(cs))
 	if cgRR(cs) {
 		mode = fmt.Sprintf("Russian roulette J_min = %d, lambda = %g, E[J] = %.1f", rrMin(cs), rrRate(cs), prob.trunc.Mean())
@@ -340,6 +328,21 @@ func (r *run) trainCG(ctx context.Context, eng engine.Engine, p *prepared) (*mod
 	}
 	return m, nil
 }
+
+// allRowsLML is cg's estimate for kernelOnAllRows: the log marginal likelihood on all rows
+// with family f at theta, from the posterior's solve with the probes of cgKernelRNG, and its
+// standard error (solveMean). It leaves the problem's family at f.
+func (c *cgProblem) allRowsLML(f kernel.Family, theta []float64) (float64, float64, error) {
+	c.fam = f
+	post, _, _, err := c.solveMean(theta, cgKernelRNG(c.spec.Seed), func(Event) {})
+	if err != nil {
+		return 0, 0, err
+	}
+	return post.lml, post.se, nil
+}
+
+// cgKernelRNG is the probe stream of allRowsLML, the same for every family.
+func cgKernelRNG(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, cgStream+cgKernelStep)) }
 
 // cgProblem holds what every CG step needs: the standardized rows and the settings.
 type cgProblem struct {

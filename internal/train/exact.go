@@ -69,23 +69,11 @@ func (r *run) trainExact(ctx context.Context, eng engine.Engine, p *prepared) (*
 		return nil, fmt.Errorf("exact: %w", err)
 	}
 	prob := &exactProblem{fam: fam, d: d, x: rows.X, y: rows.Y}
-	if len(r.ck.KernelFits) > 0 && p.n > startRows {
-		// A family the evidence chose on sampled rows, checked on all rows.
-		lml := func(f kernel.Family, theta []float64) (float64, float64, error) {
-			prob.fam = f
-			ex, err := prob.build(theta)
-			if err != nil {
-				return math.Inf(-1), 0, nil // not positive definite there: that family loses
-			}
-			return ex.LogMarginalLikelihood(), 0, nil
-		}
-		if fam, x0, kernelReason, err = r.kernelOnAllRows(ctx, p.n, fam, x0, kernelReason, lml); err != nil {
-			return nil, fmt.Errorf("exact: %w", err)
-		}
-		prob.fam = fam
-		spec.Kernel = fam.String()
-		r.spec.Kernel = spec.Kernel
+	// A family the evidence chose on sampled rows, checked on all rows.
+	if fam, x0, kernelReason, err = r.kernelOnAllRows(ctx, &spec, p.n, startRows, fam, x0, kernelReason, prob.allRowsLML); err != nil {
+		return nil, fmt.Errorf("exact: %w", err)
 	}
+	prob.fam = fam
 	fit, err := r.optimize(ctx, prob.objective, x0, lower, upper, p, 0)
 	if err != nil {
 		return nil, fmt.Errorf("exact: %w", err)
@@ -122,6 +110,18 @@ type exactProblem struct {
 func (e *exactProblem) build(theta []float64) (*solver.Exact, error) {
 	h := hyperOf(theta, e.d)
 	return solver.NewExactIn(&e.ws, kernel.Kernel{Family: e.fam, Lengthscales: h.Lengthscales, SignalVariance: h.SignalVariance}, h.NoiseVariance, e.x, e.d, e.y)
+}
+
+// allRowsLML is exact's value for kernelOnAllRows: the log marginal likelihood on the
+// problem's rows with family f at theta (standard error 0), -Inf where K_hat is not positive
+// definite (that family loses). It leaves the problem's family at f.
+func (e *exactProblem) allRowsLML(f kernel.Family, theta []float64) (float64, float64, error) {
+	e.fam = f
+	ex, err := e.build(theta)
+	if err != nil {
+		return math.Inf(-1), 0, nil
+	}
+	return ex.LogMarginalLikelihood(), 0, nil
 }
 
 // objective is the negative log marginal likelihood and its gradient.

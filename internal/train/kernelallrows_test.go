@@ -16,7 +16,7 @@ import (
 // own theta, while the sample's choice stays when the other family is worse; a run resumed
 // from the checkpoint gets the same outcome without evaluating anything.
 func TestKernelOnAllRows(t *testing.T) {
-	const n = 400
+	const n, sample = 400, 100 // the choice made on 100 of the 400 rows
 	c, ref := cgFixture(t, n, 2, 3, DefaultSpec("cg"))
 	good := []float64{math.Log(0.8), math.Log(0.8), math.Log(1.0), math.Log(0.01)}
 	poor := []float64{math.Log(0.08), math.Log(0.08), math.Log(1.0), math.Log(0.01)}
@@ -31,22 +31,7 @@ func TestKernelOnAllRows(t *testing.T) {
 	}
 	ex := &exactProblem{d: 2, x: ref.rows.X, y: ref.rows.Y}
 	estimators := map[string]func(kernel.Family, []float64) (float64, float64, error){
-		"cg": func(f kernel.Family, theta []float64) (float64, float64, error) {
-			c.fam = f
-			post, _, _, err := c.solveMean(theta, cgKernelRNG(1), func(Event) {})
-			if err != nil {
-				return 0, 0, err
-			}
-			return post.lml, post.se, nil
-		},
-		"exact": func(f kernel.Family, theta []float64) (float64, float64, error) {
-			ex.fam = f
-			e, err := ex.build(theta)
-			if err != nil {
-				return 0, 0, err
-			}
-			return e.LogMarginalLikelihood(), 0, nil
-		},
+		"cg": c.allRowsLML, "exact": ex.allRowsLML,
 	}
 	for _, tc := range []struct {
 		name           string
@@ -66,13 +51,11 @@ func TestKernelOnAllRows(t *testing.T) {
 					t.Fatal(err)
 				}
 				r.ck.KernelFits = []KernelFit{
-					{Family: "rbf", Theta: tc.rbf, SampleLML: 10},
-					{Family: "matern32", Theta: tc.matern32, SampleLML: 5},
+					{Family: "rbf", Theta: tc.rbf},
+					{Family: "matern32", Theta: tc.matern32},
 				}
-				var msgs []string
-				r.obs = func(e Event) { msgs = append(msgs, e.Message) }
 				lml := estimators[method]
-				fam, start, why, err := r.kernelOnAllRows(context.Background(), n, kernel.RBF, tc.rbf, "rbf: the sample's reason", lml)
+				fam, start, why, err := r.kernelOnAllRows(context.Background(), &r.spec, n, sample, kernel.RBF, tc.rbf, "rbf: the sample's reason", lml)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -113,7 +96,7 @@ func TestKernelOnAllRows(t *testing.T) {
 					t.Fatal("the resumed check evaluated a likelihood")
 					return 0, 0, nil
 				}
-				fam2, start2, why2, err := r2.kernelOnAllRows(context.Background(), n, kernel.RBF, nil, "", fail)
+				fam2, start2, why2, err := r2.kernelOnAllRows(context.Background(), &r2.spec, n, sample, kernel.RBF, nil, "", fail)
 				if err != nil || fam2 != fam || !equalFloats(start2, start) || why2 != why {
 					t.Errorf("resumed: %s %v %q (%v), want %s %v %q", fam2, start2, why2, err, fam, start, why)
 				}

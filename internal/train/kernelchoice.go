@@ -10,7 +10,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"strings"
 
 	"github.com/gpreduce/gpreduce/internal/engine"
@@ -47,11 +46,10 @@ func (r *run) searchKernel(ctx context.Context, eng engine.Engine, p *prepared, 
 }
 
 // KernelFit is one kernel family's fit on the sampled rows of the kernel choice: the family's
-// name, its fitted log-hyperparameters and its log marginal likelihood there (nats).
+// name and its fitted log-hyperparameters.
 type KernelFit struct {
-	Family    string
-	Theta     []float64
-	SampleLML float64
+	Family string
+	Theta  []float64
 }
 
 // kernelChoices are the families the evidence choice compares (chooseKernel), the papers'
@@ -140,7 +138,7 @@ func (r *run) chooseKernel(ctx context.Context, eng engine.Engine, p *prepared, 
 			parts = append(parts, fmt.Sprintf("%s not positive definite", fam))
 			continue
 		}
-		r.ck.KernelFits = append(r.ck.KernelFits, KernelFit{Family: fam.String(), Theta: append([]float64(nil), theta...), SampleLML: lml})
+		r.ck.KernelFits = append(r.ck.KernelFits, KernelFit{Family: fam.String(), Theta: append([]float64(nil), theta...)})
 		parts = append(parts, fmt.Sprintf("%s %.2f", fam, lml))
 		r.obs(Event{Phase: "kernel", Message: fmt.Sprintf("%s: log marginal likelihood %.4g on %s", fam, lml, rows)})
 		if lml > bestLML {
@@ -184,13 +182,19 @@ func familyRestarts(ctx context.Context, prob *exactProblem, starts [][]float64,
 // when its value is higher by more than two standard errors of the difference (the errors
 // added in quadrature; for exact values, when it is higher); it then starts the method's fit
 // from its own fit on the sample. The outcome is kept in the checkpoint, so a resumed run
-// trains the same family. It costs one likelihood evaluation per family.
-func (r *run) kernelOnAllRows(ctx context.Context, n int, fam kernel.Family, x0 []float64, why string, lml func(kernel.Family, []float64) (float64, float64, error)) (kernel.Family, []float64, string, error) {
+// trains the same family, and written into spec.Kernel and r.spec.Kernel. It costs one
+// likelihood evaluation per family. Without sampled fits (the spec names the kernel) or when
+// the sample held all n rows, it returns fam, x0 and why as they are.
+func (r *run) kernelOnAllRows(ctx context.Context, spec *Spec, n, sample int, fam kernel.Family, x0 []float64, why string, lml func(kernel.Family, []float64) (float64, float64, error)) (kernel.Family, []float64, string, error) {
+	if len(r.ck.KernelFits) == 0 || n <= sample {
+		return fam, x0, why, nil // the spec named the kernel, or the sample was all rows
+	}
 	if r.ck.KernelAllRows {
 		f, err := kernel.ParseFamily(r.ck.Kernel)
 		if err != nil {
 			return 0, nil, "", fmt.Errorf("kernel choice on all rows: checkpoint: %w", err)
 		}
+		spec.Kernel, r.spec.Kernel = f.String(), f.String()
 		return f, r.ck.KernelStart, r.ck.KernelReason, nil
 	}
 	type estimate struct {
@@ -255,8 +259,6 @@ func (r *run) kernelOnAllRows(ctx context.Context, n int, fam kernel.Family, x0 
 	}
 	r.obs(Event{Phase: "kernel", Message: "chose " + reason})
 	r.ck.Kernel, r.ck.KernelStart, r.ck.KernelReason, r.ck.KernelAllRows = out.String(), start, reason, true
+	spec.Kernel, r.spec.Kernel = out.String(), out.String()
 	return out, start, reason, r.save(ctx)
 }
-
-// cgKernelRNG is the probe stream of kernelOnAllRows, the same for every family.
-func cgKernelRNG(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, cgStream+cgKernelStep)) }

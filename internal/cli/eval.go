@@ -187,7 +187,7 @@ type specFlags struct {
 func (f *specFlags) register(cmd *cobra.Command, defMethod string) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.method, "method", defMethod, "training method: "+methodHelp())
-	fl.StringVar(&f.kernel, "kernel", "", "kernel: rbf, matern12, matern32, matern52, or auto (exact, cg and kmcg: the family with the highest marginal likelihood of rbf, matern52 and matern32 on the search's sampled rows, which exact and cg check on all rows when the sample was smaller) (default: auto for exact, cg, kmcg and --method auto, rbf for the other methods)")
+	fl.StringVar(&f.kernel, "kernel", "", "kernel: rbf, matern12, matern32, matern52, or auto (exact, cg and kmcg: the family with the highest marginal likelihood of rbf, matern52 and matern32 on the search's sampled rows, which they check on all rows when the sample was smaller) (default: auto for exact, cg, kmcg and --method auto, rbf for the other methods)")
 	fl.Uint64Var(&f.seed, "seed", 0, seedHelp())
 	fl.StringVar(&f.ls, "lengthscale-bounds", "", "LO,HI bounds on lengthscales, standardized units (default 0.05,100)")
 	fl.StringVar(&f.sf2, "signal-variance-bounds", "", "LO,HI bounds on the signal variance, standardized units (default 0.05,20)")

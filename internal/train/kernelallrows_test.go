@@ -3,14 +3,16 @@ package train
 import (
 	"context"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
 	"github.com/gpreduce/gpreduce/internal/kernel"
+	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
 
-// The check of a sampled kernel choice on all rows (kernelOnAllRows), with cg's estimates
-// and exact's values: each family's value is within three standard errors (and 1%) of its
+// The check of a sampled kernel choice on all rows (kernelOnAllRows), with cg's estimates,
+// exact's values and kmcg's (either): each family's value is within three standard errors (and 1%) of its
 // exact log marginal likelihood at the same theta on all rows (exact's to 1e-6); a family
 // whose fit is far better on all rows replaces the sample's choice and starts the fit from its
 // own theta, while the sample's choice stays when the other family is worse; a run resumed
@@ -30,8 +32,19 @@ func TestKernelOnAllRows(t *testing.T) {
 		t.Fatalf("the test needs fits far apart: exact log p(y) %v (matern32, good) and %v (rbf, poor)", g, p)
 	}
 	ex := &exactProblem{d: 2, x: ref.rows.X, y: ref.rows.Y}
+	// kmcg's values come from the log likelihood it reports (kmcgLogLik): Cholesky up to
+	// exact-max-rows, cg's estimate above.
+	kmcg := func(exactMaxRows int32) func(kernel.Family, []float64) (float64, float64, error) {
+		spec := DefaultSpec("kmcg")
+		ll := &kmcgLogLik{ctx: context.Background(), eng: c.eng, spec: &spec, cs: &pb.CGSettings{Truncation: "fixed"},
+			ks: &pb.KMCGSettings{ExactMaxRows: exactMaxRows}, d: 2, n: n, x: c.x, y: c.y, offsets: c.offsets}
+		return func(f kernel.Family, theta []float64) (float64, float64, error) {
+			v, se, _, err := ll.at(f, theta, rand.New(rand.NewPCG(spec.Seed, kmcgKernelStream)), func(Event) {})
+			return v, se, err
+		}
+	}
 	estimators := map[string]func(kernel.Family, []float64) (float64, float64, error){
-		"cg": c.allRowsLML, "exact": ex.allRowsLML,
+		"cg": c.allRowsLML, "exact": ex.allRowsLML, "kmcg (Cholesky)": kmcg(0), "kmcg (estimate)": kmcg(n / 4),
 	}
 	for _, tc := range []struct {
 		name           string
@@ -42,7 +55,7 @@ func TestKernelOnAllRows(t *testing.T) {
 		{"the sample's choice is worse on all rows", poor, good, kernel.Matern32, false},
 		{"the sample's choice is better on all rows", good, poor, kernel.RBF, true},
 	} {
-		for _, method := range []string{"cg", "exact"} {
+		for _, method := range []string{"cg", "exact", "kmcg (Cholesky)", "kmcg (estimate)"} {
 			t.Run(method+": "+tc.name, func(t *testing.T) {
 				var saved []byte
 				hooks := Hooks{Save: func(_ context.Context, _ int, _ float64, b []byte) error { saved = b; return nil }}
@@ -74,6 +87,9 @@ func TestKernelOnAllRows(t *testing.T) {
 					v, se, err := lml(fk, f.Theta)
 					if err != nil {
 						t.Fatal(err)
+					}
+					if estimated := method == "cg" || method == "kmcg (estimate)"; estimated != (se > 0) {
+						t.Errorf("%s: standard error %v: an estimate has one, a Cholesky value none", f.Family, se)
 					}
 					want := exactLML(fk, f.Theta)
 					if d := math.Abs(v - want); d > 3*se && d > 1e-6*math.Abs(want) && (se == 0 || d > 0.01*math.Abs(want)) {

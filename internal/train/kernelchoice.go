@@ -3,8 +3,8 @@ package train
 // The kernel family by the evidence, shared by the methods whose hyperparameters are the exact
 // GP's (Method.ChoosesKernel: exact, cg, kmcg): the search with the SE kernel, then each
 // candidate family fitted on the same sampled rows, the highest log marginal likelihood
-// winning (Rasmussen & Williams 2006, §5.4.1); exact and cg then check that choice on all rows
-// when the sample was smaller (kernelOnAllRows).
+// winning (Rasmussen & Williams 2006, §5.4.1); exact, cg and kmcg then check that choice on all
+// rows when the sample was smaller (kernelOnAllRows).
 
 import (
 	"context"

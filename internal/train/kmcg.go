@@ -22,7 +22,12 @@ package train
 //     on all n rows): on 2000 rows an evaluation is about 10 GFLOP. With the kernel setting
 //     KernelAuto (the default) the search runs with the SE kernel and chooseKernel (kernelchoice.go)
 //     then picks rbf, matern52 or matern32 by the log marginal likelihood on the same rows;
-//  3. rows pass: the standardized rows come to the coordinator;
+//  3. rows pass: the standardized rows come to the coordinator; when the sample held fewer
+//     than n rows, the choice is checked on all n rows (kernelOnAllRows): each family's log
+//     likelihood at its sampled fit, the value step 10 reports (kmcgLogLik) with the same
+//     probes for every family, and another family replaces the choice when higher by more
+//     than two standard errors. As kmcg keeps the sampled fit, this compares the very
+//     models it can return;
 //  4. X_M: all rows (M = n, as in all the paper's experiments), or with subset M < n a seeded
 //     random choice of M rows;
 //  5. CG on K_M x = y_M from x_0 = 0 with full A-reorthogonalisation of the directions
@@ -72,8 +77,13 @@ import (
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
 
-// kmcgStream keys the random choice of the inducing rows.
-const kmcgStream = 0x6b6d6367 << 32
+// kmcgStream keys the random choice of the inducing rows (kmcgStream + 1: the probes of the
+// final log likelihood's estimate); kmcgKernelStream keys the probes of the kernel check on all
+// rows, the same for every family.
+const (
+	kmcgStream       = 0x6b6d6367 << 32
+	kmcgKernelStream = kmcgStream + 2
+)
 
 // kmcgStartRows is the size of the sample whose exact fit gives kmcg's hyperparameters.
 const kmcgStartRows = 2000
@@ -142,14 +152,25 @@ func (r *run) trainKMCG(ctx context.Context, eng engine.Engine, p *prepared) (*m
 	if err != nil {
 		return nil, fmt.Errorf("kmcg: %w", err)
 	}
-	h := hyperOf(x0, d)
-	kern := kernel.Kernel{Family: fam, Lengthscales: h.Lengthscales, SignalVariance: h.SignalVariance}
 
-	// Step 3: the rows.
+	// Step 3: the rows, and the kernel choice checked on all of them.
 	x, y, offsets, err := gatherRows(ctx, eng, p)
 	if err != nil {
 		return nil, fmt.Errorf("kmcg: %w", err)
 	}
+	ll := &kmcgLogLik{ctx: ctx, eng: eng, spec: &spec, cs: cs, ks: ks, d: d, n: n, x: x, y: y, offsets: offsets}
+	check := func(f kernel.Family, theta []float64) (float64, float64, error) {
+		v, se, _, err := ll.at(f, theta, rand.New(rand.NewPCG(spec.Seed, kmcgKernelStream)), func(Event) {})
+		if err != nil && ll.cholesky() {
+			return math.Inf(-1), 0, nil // K_hat not positive definite: that family loses, as in exact's check
+		}
+		return v, se, err
+	}
+	if fam, x0, kernelReason, err = r.kernelOnAllRows(ctx, &spec, n, kmcgStartRows, fam, x0, kernelReason, check); err != nil {
+		return nil, fmt.Errorf("kmcg: %w", err)
+	}
+	h := hyperOf(x0, d)
+	kern := kernel.Kernel{Family: fam, Lengthscales: h.Lengthscales, SignalVariance: h.SignalVariance}
 	op := &tasks.KernelOp{Kernel: kern, X: x, Offsets: offsets}
 
 	// Steps 4-6: X_M, the CG directions and R.
@@ -235,22 +256,9 @@ func (r *run) trainKMCG(ctx context.Context, eng engine.Engine, p *prepared) (*m
 	}
 
 	// Step 10: the log likelihood at the final hyperparameters.
-	var lml, se float64
-	var warns []model.Warning
-	if limit := orInt(int(ks.GetExactMaxRows()), DefaultExactMaxRows); n <= limit {
-		obs(Event{Phase: "fit", Message: fmt.Sprintf("exact log likelihood at the final hyperparameters (n = %d <= exact-max-rows %d)", n, limit)})
-		ex, err := solver.NewExact(kern, s2, x, d, y)
-		if err != nil {
-			return nil, fmt.Errorf("kmcg: log likelihood: %w", err)
-		}
-		lml = ex.LogMarginalLikelihood()
-	} else {
-		c := &cgProblem{ctx: ctx, eng: eng, fam: fam, d: d, n: n, x: x, y: y, offsets: offsets, spec: spec, cg: cs}
-		lp, _, _, err := c.solveMean(theta, rand.New(rand.NewPCG(spec.Seed, kmcgStream+1)), obs)
-		if err != nil {
-			return nil, fmt.Errorf("kmcg: log likelihood: %w", err)
-		}
-		lml, se, warns = lp.lml, lp.se, lp.warnings
+	lml, se, warns, err := ll.at(fam, theta, rand.New(rand.NewPCG(spec.Seed, kmcgStream+1)), obs)
+	if err != nil {
+		return nil, fmt.Errorf("kmcg: log likelihood: %w", err)
 	}
 
 	m := newModel(spec, p, &fitted{theta: theta}, lml)
@@ -262,6 +270,47 @@ func (r *run) trainKMCG(ctx context.Context, eng engine.Engine, p *prepared) (*m
 	}
 	r.warnFit(m, p, theta, lower, upper, "")
 	return m, nil
+}
+
+// kmcgLogLik is the exact GP's log marginal likelihood of kmcg's standardized rows (step 10
+// and the kernel check of step 3): by Cholesky on the coordinator when n <= exact-max-rows
+// (standard error 0), else cg's estimate (the preconditioned batched CG solve with stochastic
+// Lanczos quadrature over the probes, solveMean) with its standard error and a WarnEstimate
+// warning.
+type kmcgLogLik struct {
+	ctx     context.Context
+	eng     engine.Engine
+	spec    *Spec
+	cs      *pb.CGSettings
+	ks      *pb.KMCGSettings
+	d, n    int
+	x, y    []float64
+	offsets []int
+}
+
+// cholesky reports whether the value is the Cholesky one (n <= exact-max-rows).
+func (l *kmcgLogLik) cholesky() bool {
+	return l.n <= orInt(int(l.ks.GetExactMaxRows()), DefaultExactMaxRows)
+}
+
+// at is the log likelihood with kernel family f at theta = (log l, log sigma_f^2, log
+// sigma_n^2), its standard error and warnings; rng draws the probes of the estimate.
+func (l *kmcgLogLik) at(f kernel.Family, theta []float64, rng *rand.Rand, obs Observer) (float64, float64, []model.Warning, error) {
+	if l.cholesky() {
+		obs(Event{Phase: "fit", Message: fmt.Sprintf("exact log likelihood at the final hyperparameters (n = %d <= exact-max-rows %d)", l.n, orInt(int(l.ks.GetExactMaxRows()), DefaultExactMaxRows))})
+		h := hyperOf(theta, l.d)
+		ex, err := solver.NewExact(kernel.Kernel{Family: f, Lengthscales: h.Lengthscales, SignalVariance: h.SignalVariance}, h.NoiseVariance, l.x, l.d, l.y)
+		if err != nil {
+			return 0, 0, nil, err
+		}
+		return ex.LogMarginalLikelihood(), 0, nil, nil
+	}
+	c := &cgProblem{ctx: l.ctx, eng: l.eng, fam: f, d: l.d, n: l.n, x: l.x, y: l.y, offsets: l.offsets, spec: *l.spec, cg: l.cs}
+	lp, _, _, err := c.solveMean(theta, rng, obs)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	return lp.lml, lp.se, lp.warnings, nil
 }
 
 // kmcgSubset returns M distinct row indices out of n, increasing, drawn with the seed.

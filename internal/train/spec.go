@@ -75,8 +75,8 @@ var (
 // KernelAuto is the kernel setting with which a method that fits the exact GP's likelihood
 // (Method.ChoosesKernel: exact, cg, kmcg) chooses the family by the evidence (chooseKernel: rbf,
 // matern52 or matern32, whichever has the highest log marginal likelihood at its fitted
-// hyperparameters on the search's sampled rows; exact and cg check that choice on all rows
-// when the sample was smaller, kernelOnAllRows). It is the default of those methods and of
+// hyperparameters on the search's sampled rows; exact, cg and kmcg check that choice on all
+// rows when the sample was smaller, kernelOnAllRows). It is the default of those methods and of
 // method auto; every other method, and auto when it chooses another method, takes
 // KernelDefault.
 const KernelAuto = "auto"

@@ -12,11 +12,12 @@ import (
 )
 
 // The check of a sampled kernel choice on all rows (kernelOnAllRows), with cg's estimates,
-// exact's values and kmcg's (either): each family's value is within three standard errors (and 1%) of its
-// exact log marginal likelihood at the same theta on all rows (exact's to 1e-6); a family
-// whose fit is far better on all rows replaces the sample's choice and starts the fit from its
-// own theta, while the sample's choice stays when the other family is worse; a run resumed
-// from the checkpoint gets the same outcome without evaluating anything.
+// exact's values and kmcg's (either, by its exact-max-rows): each family's value is within
+// three standard errors (and 1%) of its exact log marginal likelihood at the same theta on
+// all rows (a Cholesky value to 1e-6), and only an estimate has a standard error; a family
+// whose fit is far better on all rows replaces the sample's choice and starts the fit from
+// its own theta, while the sample's choice stays when the other family is worse; a run
+// resumed from the checkpoint gets the same outcome without evaluating anything.
 func TestKernelOnAllRows(t *testing.T) {
 	const n, sample = 400, 100 // the choice made on 100 of the 400 rows
 	c, ref := cgFixture(t, n, 2, 3, DefaultSpec("cg"))

@@ -177,7 +177,8 @@ func familyRestarts(ctx context.Context, prob *exactProblem, starts [][]float64,
 // prefer the SE kernel by 4 and 9 nats while all rows, after cg's 50 Adam steps, prefer
 // Matern 5/2 and 3/2 by 71 and 138). Each family's log marginal likelihood on all rows is
 // taken at its own fit on the sample (r.ck.KernelFits) by lml (exact: the Cholesky value with
-// se = 0; cg: the posterior's PCG solve with SLQ and its standard error), a lower bound on
+// se = 0; cg: the posterior's PCG solve with SLQ and its standard error; kmcg: the value it
+// reports, one or the other by exact-max-rows), a lower bound on
 // that family's optimum on all rows. Another family replaces the sample's choice fam only
 // when its value is higher by more than two standard errors of the difference (the errors
 // added in quadrature; for exact values, when it is higher); it then starts the method's fit

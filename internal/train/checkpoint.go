@@ -50,9 +50,9 @@ type Checkpoint struct {
 	Kernel       string
 	KernelStart  []float64
 	KernelReason string
-	// KernelFits are every family's fits on the sampled rows (chooseKernel), for exact's and
-	// cg's check of the choice on all rows (kernelOnAllRows); KernelAllRows is set once that
-	// check has settled Kernel, KernelStart and KernelReason.
+	// KernelFits are every family's fits on the sampled rows (chooseKernel), for the check of
+	// the choice on all rows by exact, cg and kmcg (kernelOnAllRows); KernelAllRows is set once
+	// that check has settled Kernel, KernelStart and KernelReason.
 	KernelFits    []KernelFit
 	KernelAllRows bool
 	// Fallback is the method auto retrains with after its first choice ended at the all-noise

@@ -3,7 +3,6 @@ package train
 import (
 	"context"
 	"math"
-	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -37,12 +36,9 @@ func TestKernelOnAllRows(t *testing.T) {
 	// exact-max-rows, cg's estimate above.
 	kmcg := func(exactMaxRows int32) func(kernel.Family, []float64) (float64, float64, error) {
 		spec := DefaultSpec("kmcg")
-		ll := &kmcgLogLik{ctx: context.Background(), eng: c.eng, spec: &spec, cs: &pb.CGSettings{Truncation: "fixed"},
-			ks: &pb.KMCGSettings{ExactMaxRows: exactMaxRows}, d: 2, n: n, x: c.x, y: c.y, offsets: c.offsets}
-		return func(f kernel.Family, theta []float64) (float64, float64, error) {
-			v, se, _, err := ll.at(f, theta, rand.New(rand.NewPCG(spec.Seed, kmcgKernelStream)), func(Event) {})
-			return v, se, err
-		}
+		ll := newKMCGLogLik(context.Background(), c.eng, spec, &pb.CGSettings{Truncation: "fixed"},
+			&pb.KMCGSettings{ExactMaxRows: exactMaxRows}, 2, c.x, c.y, c.offsets)
+		return ll.allRowsLML(spec.Seed)
 	}
 	estimators := map[string]func(kernel.Family, []float64) (float64, float64, error){
 		"cg": c.allRowsLML, "exact": ex.allRowsLML, "kmcg (Cholesky)": kmcg(0), "kmcg (estimate)": kmcg(n / 4),

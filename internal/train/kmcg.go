@@ -158,14 +158,8 @@ func (r *run) trainKMCG(ctx context.Context, eng engine.Engine, p *prepared) (*m
 	if err != nil {
 		return nil, fmt.Errorf("kmcg: %w", err)
 	}
-	ll := &kmcgLogLik{ctx: ctx, eng: eng, spec: &spec, cs: cs, ks: ks, d: d, n: n, x: x, y: y, offsets: offsets}
-	check := func(f kernel.Family, theta []float64) (float64, float64, error) {
-		v, se, _, err := ll.at(f, theta, rand.New(rand.NewPCG(spec.Seed, kmcgKernelStream)), func(Event) {})
-		if err != nil && ll.cholesky() {
-			return math.Inf(-1), 0, nil // K_hat not positive definite: that family loses, as in exact's check
-		}
-		return v, se, err
-	}
+	ll := newKMCGLogLik(ctx, eng, spec, cs, ks, d, x, y, offsets)
+	check := ll.allRowsLML(spec.Seed)
 	if fam, x0, kernelReason, err = r.kernelOnAllRows(ctx, &spec, n, kmcgStartRows, fam, x0, kernelReason, check); err != nil {
 		return nil, fmt.Errorf("kmcg: %w", err)
 	}
@@ -256,6 +250,9 @@ func (r *run) trainKMCG(ctx context.Context, eng engine.Engine, p *prepared) (*m
 	}
 
 	// Step 10: the log likelihood at the final hyperparameters.
+	if ll.exact != nil {
+		obs(Event{Phase: "fit", Message: fmt.Sprintf("exact log likelihood at the final hyperparameters (n = %d <= exact-max-rows %d)", n, orInt(int(ks.GetExactMaxRows()), DefaultExactMaxRows))})
+	}
 	lml, se, warns, err := ll.at(fam, theta, rand.New(rand.NewPCG(spec.Seed, kmcgStream+1)), obs)
 	if err != nil {
 		return nil, fmt.Errorf("kmcg: log likelihood: %w", err)
@@ -273,44 +270,53 @@ func (r *run) trainKMCG(ctx context.Context, eng engine.Engine, p *prepared) (*m
 }
 
 // kmcgLogLik is the exact GP's log marginal likelihood of kmcg's standardized rows (step 10
-// and the kernel check of step 3): by Cholesky on the coordinator when n <= exact-max-rows
-// (standard error 0), else cg's estimate (the preconditioned batched CG solve with stochastic
-// Lanczos quadrature over the probes, solveMean) with its standard error and a WarnEstimate
-// warning.
+// and the kernel check of step 3): exact's Cholesky value (exactProblem, standard error 0) when
+// n <= exact-max-rows, else cg's estimate (cgProblem.solveMean: the preconditioned batched CG
+// solve with stochastic Lanczos quadrature over the probes) with its standard error and a
+// WarnEstimate warning. Exactly one of exact and cg is set.
 type kmcgLogLik struct {
-	ctx     context.Context
-	eng     engine.Engine
-	spec    *Spec
-	cs      *pb.CGSettings
-	ks      *pb.KMCGSettings
-	d, n    int
-	x, y    []float64
-	offsets []int
+	exact *exactProblem
+	cg    *cgProblem
 }
 
-// cholesky reports whether the value is the Cholesky one (n <= exact-max-rows).
-func (l *kmcgLogLik) cholesky() bool {
-	return l.n <= orInt(int(l.ks.GetExactMaxRows()), DefaultExactMaxRows)
+func newKMCGLogLik(ctx context.Context, eng engine.Engine, spec Spec, cs *pb.CGSettings, ks *pb.KMCGSettings, d int, x, y []float64, offsets []int) *kmcgLogLik {
+	n := len(y)
+	if n <= orInt(int(ks.GetExactMaxRows()), DefaultExactMaxRows) {
+		return &kmcgLogLik{exact: &exactProblem{d: d, x: x, y: y}}
+	}
+	return &kmcgLogLik{cg: &cgProblem{ctx: ctx, eng: eng, d: d, n: n, x: x, y: y, offsets: offsets, spec: spec, cg: cs}}
 }
 
 // at is the log likelihood with kernel family f at theta = (log l, log sigma_f^2, log
 // sigma_n^2), its standard error and warnings; rng draws the probes of the estimate.
 func (l *kmcgLogLik) at(f kernel.Family, theta []float64, rng *rand.Rand, obs Observer) (float64, float64, []model.Warning, error) {
-	if l.cholesky() {
-		obs(Event{Phase: "fit", Message: fmt.Sprintf("exact log likelihood at the final hyperparameters (n = %d <= exact-max-rows %d)", l.n, orInt(int(l.ks.GetExactMaxRows()), DefaultExactMaxRows))})
-		h := hyperOf(theta, l.d)
-		ex, err := solver.NewExact(kernel.Kernel{Family: f, Lengthscales: h.Lengthscales, SignalVariance: h.SignalVariance}, h.NoiseVariance, l.x, l.d, l.y)
+	if l.exact != nil {
+		l.exact.fam = f
+		ex, err := l.exact.build(theta)
 		if err != nil {
 			return 0, 0, nil, err
 		}
 		return ex.LogMarginalLikelihood(), 0, nil, nil
 	}
-	c := &cgProblem{ctx: l.ctx, eng: l.eng, fam: f, d: l.d, n: l.n, x: l.x, y: l.y, offsets: l.offsets, spec: *l.spec, cg: l.cs}
-	lp, _, _, err := c.solveMean(theta, rng, obs)
+	l.cg.fam = f
+	lp, _, _, err := l.cg.solveMean(theta, rng, obs)
 	if err != nil {
 		return 0, 0, nil, err
 	}
 	return lp.lml, lp.se, lp.warnings, nil
+}
+
+// allRowsLML is at for kernelOnAllRows: exact's check with the Cholesky value (a family whose
+// K_hat is not positive definite loses), else the estimate with the same probes
+// (kmcgKernelStream) for every family.
+func (l *kmcgLogLik) allRowsLML(seed uint64) func(kernel.Family, []float64) (float64, float64, error) {
+	if l.exact != nil {
+		return l.exact.allRowsLML
+	}
+	return func(f kernel.Family, theta []float64) (float64, float64, error) {
+		v, se, _, err := l.at(f, theta, rand.New(rand.NewPCG(seed, kmcgKernelStream)), func(Event) {})
+		return v, se, err
+	}
 }
 
 // kmcgSubset returns M distinct row indices out of n, increasing, drawn with the seed.

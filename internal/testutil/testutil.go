@@ -67,11 +67,16 @@ func Context(t testing.TB) context.Context {
 // the one a timeout was chosen on. Tests that assert a bound on time measure it themselves.
 const WaitSlack = 6
 
+// MinWait is the shortest deadline Eventually gives a condition: under heavy load cluster
+// waits of 2 minutes have timed out, so no wait for a cluster condition ends sooner.
+const MinWait = 3 * time.Minute
+
 // Eventually polls cond every 10 ms until it returns nil, and fails the test when WaitSlack
-// times timeout passes first, naming what it waited for and cond's last error.
+// times timeout (at least MinWait) passes first, naming what it waited for and cond's last
+// error.
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
-	timeout *= WaitSlack
+	timeout = max(timeout*WaitSlack, MinWait)
 	deadline := time.Now().Add(timeout)
 	for {
 		err := cond()

@@ -132,10 +132,12 @@ func TestRaftStream(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			l := newTestStream(t, "listener", tc.listener)
 			d := newTestStream(t, "dialer", tc.dialer)
-			conn, dialErr := d.Dial(raft.ServerAddress(l.Addr().String()), time.Second)
-			wait := 3 * time.Second
+			conn, dialErr := d.Dial(raft.ServerAddress(l.Addr().String()), 2*time.Minute)
+			wait := 2 * time.Minute // bounds a hang only
 			if !tc.ok {
-				wait = time.Second // the verdict comes within a round trip of the dialer's
+				// The verdict comes within a round trip of the dialer's; a slow machine can only
+				// make this wait pass a wrong listener by, never fail a right one.
+				wait = time.Second
 			}
 			in := accepted(l, wait)
 			if !tc.ok {
@@ -200,16 +202,28 @@ func TestRaftStreamPlainPeer(t *testing.T) {
 		t.Logf("plain peer read %d bytes (TLS alert), err %v", n, err)
 	}
 	d := newTestStream(t, "dialer", sec)
-	conn, err := d.Dial(raft.ServerAddress(l.Addr().String()), time.Second)
+	conn, err := d.Dial(raft.ServerAddress(l.Addr().String()), 2*time.Minute)
 	if err != nil {
 		t.Fatalf("Dial after a rejected plain peer: %v", err)
 	}
 	defer conn.Close()
-	in := accepted(l, 3*time.Second)
+	// The first connection raft gets must be the authenticated dialer's, not the plain peer's
+	// (which connected first): by its address, and by the bytes the dialer sends.
+	in := accepted(l, 2*time.Minute)
 	if in == nil {
 		t.Fatal("the authenticated dialer was not accepted")
 	}
-	_ = in.Close()
+	defer in.Close()
+	if got, plain := in.RemoteAddr().String(), c.LocalAddr().String(); got == plain {
+		t.Fatalf("the listener handed the plain peer's connection (%s) to raft", got)
+	}
+	if _, err := conn.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(in, buf); err != nil || string(buf) != "ping" {
+		t.Fatalf("raft's connection read %q, %v; want the dialer's ping", buf, err)
+	}
 }
 
 func TestRaftSecurityValidate(t *testing.T) {

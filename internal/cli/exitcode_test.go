@@ -158,7 +158,7 @@ func TestMembersRemoveProvesRaftSecret(t *testing.T) {
 	}
 	api, _, _, _ := serveNode(t, dir, "--token-file", tokenFile, "--raft-secret-file", secretFile, "--bootstrap",
 		"--raft-heartbeat-timeout", "200ms", "--raft-election-timeout", "200ms")
-	conn := []string{"--addr", api, "--token", testToken, "--leader-wait", "20s"}
+	conn := []string{"--addr", api, "--token", testToken, "--leader-wait", "3m"}
 	if code, _, errOut := run(t, append([]string{"members"}, conn...)...); code != 0 {
 		t.Fatalf("members: exit %d: %s", code, errOut)
 	}

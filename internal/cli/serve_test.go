@@ -87,8 +87,8 @@ func startServe(t *testing.T, args ...string) (stop func() (int, string), early 
 			cancel()
 			select {
 			case code = <-done:
-			case <-time.After(30 * time.Second):
-				t.Fatal("serve did not stop within 30 s of its context ending")
+			case <-time.After(3 * time.Minute): // only bounds a hang
+				t.Fatal("serve did not stop within 3 minutes of its context ending")
 			}
 		})
 		return code, errOut.String()
@@ -100,7 +100,7 @@ func startServe(t *testing.T, args ...string) (stop func() (int, string), early 
 		if a != "--api-addr" || i+1 == len(args) {
 			continue
 		}
-		deadline := time.Now().Add(60 * time.Second)
+		deadline := time.Now().Add(3 * time.Minute) // only bounds a hang
 		for {
 			c, err := net.DialTimeout("tcp", args[i+1], time.Second)
 			if err == nil {
@@ -114,7 +114,7 @@ func startServe(t *testing.T, args ...string) (stop func() (int, string), early 
 			default:
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("serve is not listening on %s after 60 s: %v\n%s", args[i+1], err, errOut.String())
+				t.Fatalf("serve is not listening on %s after 3 minutes: %v\n%s", args[i+1], err, errOut.String())
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
@@ -133,7 +133,7 @@ func TestServeRestart(t *testing.T) {
 	members := func() []map[string]any {
 		t.Helper()
 		var ms []map[string]any
-		deadline := time.Now().Add(20 * time.Second)
+		deadline := time.Now().Add(3 * time.Minute) // only bounds a hang
 		for {
 			code, out, errOut := run(t, "members", "--json", "--addr", api, "--token", testToken, "--leader-wait", "1s")
 			if code == 0 {

@@ -148,7 +148,7 @@ func TestServerCancel(t *testing.T) {
 		if len(evs) == 0 || evs[len(evs)-1].GetState() != pb.JobState_JOB_STATE_CANCELED {
 			t.Fatalf("watch ended with %v", evs)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(3 * time.Minute): // only bounds a hang
 		t.Fatal("the watch did not end with the cancellation")
 	}
 	eventually(t, 10*time.Second, "the run stops", func() error {

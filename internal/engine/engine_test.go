@@ -16,6 +16,7 @@ import (
 
 	"github.com/gpreduce/gpreduce/internal/reduce"
 	"github.com/gpreduce/gpreduce/internal/shard"
+	"github.com/gpreduce/gpreduce/internal/testutil"
 )
 
 // randomTable returns n rows of d inputs and a target, with a wide spread of magnitudes so that
@@ -278,21 +279,24 @@ func TestReduceMergeErrorNamesShard(t *testing.T) {
 	}
 }
 
-// settleGoroutines waits up to a second for the goroutine count to fall to at most limit and
-// returns the last count seen.
-func settleGoroutines(limit int) int {
-	deadline := time.Now().Add(time.Second)
-	for {
-		n := runtime.NumGoroutine()
-		if n <= limit || time.Now().After(deadline) {
-			return n
+// waitLimit bounds the tests' waits: it only bounds a hang, and no test measures time with it.
+const waitLimit = 3 * time.Minute
+
+// settleGoroutines waits (testutil.Eventually, at least testutil.MinWait, a deadline that only
+// bounds a hang) for the goroutine count to fall to at most limit, and fails the test if it does not.
+func settleGoroutines(t *testing.T, limit int) {
+	t.Helper()
+	testutil.Eventually(t, 30*time.Second, "goroutines back to the count before the round", func() error {
+		if n := runtime.NumGoroutine(); n > limit {
+			return fmt.Errorf("%d goroutines, want at most %d", n, limit)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
-// TestGatherCancel: cancelling the parent context returns context.Canceled promptly, however
-// many shards are still queued, and leaves no goroutine behind.
+// TestGatherCancel: cancelling the parent context returns context.Canceled, however many
+// shards are still queued (each Map call blocks until cancellation, so a Gather that ignored it
+// would hang), and leaves no goroutine behind. How soon it returns is only logged.
 func TestGatherCancel(t *testing.T) {
 	tests := []struct {
 		name            string
@@ -335,7 +339,7 @@ func TestGatherCancel(t *testing.T) {
 			if !tc.preCancel {
 				select {
 				case <-inFlight:
-				case <-time.After(5 * time.Second):
+				case <-time.After(waitLimit):
 					t.Fatal("no Map call started")
 				}
 				time.Sleep(10 * time.Millisecond)
@@ -345,15 +349,13 @@ func TestGatherCancel(t *testing.T) {
 			var res result
 			select {
 			case res = <-done:
-			case <-time.After(5 * time.Second):
+			case <-time.After(waitLimit): // only bounds the hang of a Gather that ignores ctx
 				t.Fatal("Gather did not return after cancellation")
 			}
 			if !errors.Is(res.err, context.Canceled) {
 				t.Errorf("error %v, want context.Canceled", res.err)
 			}
-			if d := res.at.Sub(cancelledAt); d > time.Second {
-				t.Errorf("Gather returned %v after cancellation", d)
-			}
+			t.Logf("Gather returned %v after cancellation", res.at.Sub(cancelledAt))
 			if r := running.Load(); r != 0 {
 				t.Errorf("%d Map calls still running after Gather returned", r)
 			}
@@ -362,9 +364,7 @@ func TestGatherCancel(t *testing.T) {
 			} else if c > int32(min(tc.shards, max(1, tc.workers))) {
 				t.Errorf("%d Map calls started for %d workers after cancellation", c, tc.workers)
 			}
-			if after := settleGoroutines(before + 2); after > before+2 {
-				t.Errorf("goroutines: %d before, %d after", before, after)
-			}
+			settleGoroutines(t, before+2)
 		})
 	}
 }

@@ -138,7 +138,7 @@ func TestDrainOnStop(t *testing.T) {
 	case <-requested:
 	case r := <-running:
 		t.Fatalf("the task ended before reading its shard: %v", r.err)
-	case <-time.After(time.Minute):
+	case <-time.After(waitLimit):
 		t.Fatal("the task never asked for its shard")
 	}
 
@@ -176,7 +176,7 @@ func TestDrainOnStop(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(time.Minute):
+	case <-time.After(waitLimit):
 		t.Fatal("Run did not return after the drain")
 	}
 }

@@ -3,6 +3,7 @@ package worker
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/gpreduce/gpreduce/internal/auth"
+	"github.com/gpreduce/gpreduce/internal/testutil"
 	"github.com/gpreduce/gpreduce/internal/wire"
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
@@ -61,6 +63,8 @@ type fakeCoordinator struct {
 	forget     int    // answer this many heartbeats NOT_FOUND (forgetting the worker)
 	demoteTo   string // non-empty: answer heartbeats FAILED_PRECONDITION naming this leader
 	stalled    bool   // black-holed: every call hangs until its deadline
+	// stalledBeats counts the heartbeats that hung because the coordinator was stalled.
+	stalledBeats int
 }
 
 // stall makes the coordinator hang every call until the caller gives up, like a
@@ -71,10 +75,14 @@ func (f *fakeCoordinator) stall() {
 	f.mu.Unlock()
 }
 
-// hang blocks until ctx ends if the coordinator is stalled, and reports whether it did.
-func (f *fakeCoordinator) hang(ctx context.Context) bool {
+// hang blocks until ctx ends if the coordinator is stalled, and reports whether it did. A
+// non-nil count is incremented (under mu) before a stalled call blocks.
+func (f *fakeCoordinator) hang(ctx context.Context, count *int) bool {
 	f.mu.Lock()
 	stalled := f.stalled
+	if stalled && count != nil {
+		*count++
+	}
 	f.mu.Unlock()
 	if stalled {
 		<-ctx.Done()
@@ -83,7 +91,7 @@ func (f *fakeCoordinator) hang(ctx context.Context) bool {
 }
 
 func (f *fakeCoordinator) RegisterWorker(ctx context.Context, req *pb.RegisterWorkerRequest) (*pb.RegisterWorkerResponse, error) {
-	if f.hang(ctx) {
+	if f.hang(ctx, nil) {
 		return nil, status.FromContextError(ctx.Err()).Err()
 	}
 	f.mu.Lock()
@@ -103,7 +111,7 @@ func (f *fakeCoordinator) RegisterWorker(ctx context.Context, req *pb.RegisterWo
 func fakeSession(n int) string { return fmt.Sprintf("session-%d", n) }
 
 func (f *fakeCoordinator) Heartbeat(ctx context.Context, req *pb.HeartbeatRequest) (*pb.HeartbeatResponse, error) {
-	if f.hang(ctx) {
+	if f.hang(ctx, &f.stalledBeats) {
 		return nil, status.FromContextError(ctx.Err()).Err()
 	}
 	f.mu.Lock()
@@ -134,6 +142,13 @@ func (f *fakeCoordinator) beats(id string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.heartbeats[id]
+}
+
+// stalledHeartbeats returns how many heartbeats hung on the stalled coordinator.
+func (f *fakeCoordinator) stalledHeartbeats() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.stalledBeats
 }
 
 // startCoordinator serves a fake coordinator on 127.0.0.1 requiring token.
@@ -176,7 +191,7 @@ func startWorker(t *testing.T, cfg Config) *Worker {
 			if err != nil {
 				t.Errorf("Run: %v", err)
 			}
-		case <-time.After(15 * time.Second):
+		case <-time.After(waitLimit):
 			t.Error("Run did not return after cancel")
 		}
 	})
@@ -184,7 +199,7 @@ func startWorker(t *testing.T, cfg Config) *Worker {
 	case <-w.Ready():
 	case err := <-done:
 		t.Fatalf("Run: %v", err)
-	case <-time.After(10 * time.Second):
+	case <-time.After(waitLimit):
 		t.Fatal("worker not ready")
 	}
 	return w
@@ -206,15 +221,20 @@ func workerClient(t *testing.T, addr, token string) pb.WorkerClient {
 	return pb.NewWorkerClient(conn)
 }
 
-// eventually polls cond every 10 ms for up to 10 s.
+// waitLimit bounds the tests' waits on a worker or a fake coordinator. It only bounds a hang:
+// a loaded machine may take long, and no test measures time with it.
+const waitLimit = 3 * time.Minute
+
+// eventually polls cond until it holds (testutil.Eventually: a deadline of at least
+// testutil.MinWait that only bounds a hang).
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	testutil.Eventually(t, 30*time.Second, what, func() error {
 		if cond() {
-			return
+			return nil
 		}
-	}
-	t.Fatalf("timed out waiting until %s", what)
+		return errors.New("not yet")
+	})
 }
 
 func testLogger(buf *syncBuffer) zerolog.Logger {

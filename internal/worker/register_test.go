@@ -96,7 +96,11 @@ func TestWrongJoinTokenNeverRegisters(t *testing.T) {
 	l := startCoordinator(t, "right")
 	logs := &syncBuffer{}
 	startWorker(t, Config{Join: []string{l.addr}, JoinToken: "wrong", Logger: testLogger(logs)})
-	time.Sleep(400 * time.Millisecond)
+	// The coordinator's auth interceptor refuses the calls before the fake sees them, so the
+	// refused attempts are counted in the log: one "cannot register" line each.
+	eventually(t, "two refused registrations logged", func() bool {
+		return strings.Count(logs.String(), "cannot register") >= 2
+	})
 	if regs := l.registrations(); len(regs) != 0 {
 		t.Fatalf("registered with a wrong token: %+v", regs)
 	}

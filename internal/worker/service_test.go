@@ -404,7 +404,7 @@ func TestRunLifecycle(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(waitLimit):
 		t.Fatal("Run did not stop")
 	}
 	// A port in use is an error from Run.

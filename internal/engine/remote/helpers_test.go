@@ -153,16 +153,25 @@ func (f *fakeWorker) kill() { f.stop.Do(f.srv.Stop) }
 
 // fakePool is a Pool the test changes at will.
 type fakePool struct {
-	mu sync.Mutex
-	ws []Worker
+	mu    sync.Mutex
+	ws    []Worker
+	calls int // Live calls so far
 }
 
 func (p *fakePool) Live() []Worker {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.calls++
 	out := slices.Clone(p.ws)
 	slices.SortFunc(out, func(a, b Worker) int { return cmp.Compare(a.ID, b.ID) })
 	return out
+}
+
+// liveCalls returns how many times Live was called.
+func (p *fakePool) liveCalls() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.calls
 }
 
 func (p *fakePool) add(w Worker) {

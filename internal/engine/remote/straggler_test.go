@@ -43,7 +43,8 @@ func (s *stragglers) all() []Straggler {
 // holds no round up for long: once its tasks run past max(floor, 3 x the round's median),
 // backups run on the other workers and win, the events name the slow worker, the next round
 // gives it no shards, and both rounds give the local engine's bits. Without backups the
-// rounds would wait for the task timeout (a minute here).
+// rounds would wait for the task timeout (an hour here), so an engine that runs none hangs
+// until the test's context ends and fails; the test times nothing.
 func TestStragglerBackup(t *testing.T) {
 	c := newCluster(t)
 	c.start("w1", nil)
@@ -51,14 +52,14 @@ func TestStragglerBackup(t *testing.T) {
 	c.start("w3", nil)
 	var seen stragglers
 	e := c.engine(func(cfg *Config) {
-		cfg.TaskTimeout = time.Minute
-		cfg.ShardTimeout = time.Minute
+		cfg.TaskTimeout = time.Hour
+		cfg.ShardTimeout = time.Hour
 		cfg.StragglerFloor = 300 * time.Millisecond
 		cfg.OnStraggler = seen.add
 	})
 	loc := c.local()
 	moments, gram := c.tasks()
-	ctx := context.Background()
+	ctx := testutil.Context(t) // only bounds the hang of an engine that runs no backup
 	start := time.Now()
 	for i, tc := range []struct {
 		name string
@@ -78,9 +79,6 @@ func TestStragglerBackup(t *testing.T) {
 	}
 	took := time.Since(start)
 	t.Logf("two rounds with a hung worker took %s", took.Round(time.Millisecond))
-	if took > 30*time.Second {
-		t.Errorf("two rounds took %s: the backups did not take over from the hung worker", took)
-	}
 	if got := c.worker("w2").shardsRun(1); len(got) != 0 {
 		t.Errorf("the hung worker answered shards %v", got)
 	}

@@ -384,8 +384,8 @@ func TestGatherDeadline(t *testing.T) {
 }
 
 // TestGatherConcurrencyBound: the number of Map calls running at once never exceeds the
-// worker count, and reaches it when there are enough shards (each call waits, up to a limit,
-// for the pool to fill, so a pool that ran fewer at once would be caught too).
+// worker count, and reaches it when there are enough shards (each call waits for the pool to
+// fill, until one shared deadline, so a pool that ran fewer at once would be caught too).
 func TestGatherConcurrencyBound(t *testing.T) {
 	tests := []struct {
 		shards, workers int
@@ -400,6 +400,9 @@ func TestGatherConcurrencyBound(t *testing.T) {
 			var running, peak atomic.Int32
 			full := make(chan struct{})
 			var once sync.Once
+			// One deadline for every call (it only bounds the hang of a pool that never fills).
+			fillWait, cancel := context.WithTimeout(context.Background(), waitLimit)
+			defer cancel()
 			task := taskFunc(func(ctx context.Context, ref shard.Ref, data *shard.Table) (reduce.Stats, error) {
 				n := running.Add(1)
 				defer running.Add(-1)
@@ -414,7 +417,7 @@ func TestGatherConcurrencyBound(t *testing.T) {
 				}
 				select {
 				case <-full:
-				case <-time.After(2 * time.Second):
+				case <-fillWait.Done():
 				}
 				time.Sleep(time.Millisecond)
 				return shard.MomentsTask{}.Map(ctx, ref, data)

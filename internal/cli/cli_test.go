@@ -188,7 +188,7 @@ func TestDemoAndPredict(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) != 3 || lines[0] != "mean,latent_var,noisy_var,outside_domain" {
+	if len(lines) != 3 || lines[0] != "mean,latent_var,noisy_var,outside_domain,extrapolated" {
 		t.Fatalf("predictions file:\n%s", b)
 	}
 	// CO2 was about 320 ppm in 1965 and 339 ppm in 1980.

@@ -45,6 +45,9 @@ type fakeCoordinator struct {
 	// domain > 0 makes Predict flag rows whose sum of inputs exceeds it as outside the
 	// model's domain, as a gl model's coordinator does.
 	domain float64
+	// extrapolate > 0 makes Predict flag rows whose sum of inputs exceeds it as beyond the
+	// training inputs' range, as the coordinator of a model with a training box does.
+	extrapolate float64
 }
 
 func startFake(t *testing.T, leader *string) *fakeCoordinator { return startFakeAs(t, leader, nil) }
@@ -141,6 +144,9 @@ func (f *fakeCoordinator) Predict(ctx context.Context, req *pb.PredictRequest) (
 		r.NoisyVar = append(r.NoisyVar, 1.5)
 		if f.domain > 0 {
 			r.OutsideDomain = append(r.OutsideDomain, s > f.domain)
+		}
+		if f.extrapolate > 0 {
+			r.Extrapolated = append(r.Extrapolated, s > f.extrapolate)
 		}
 	}
 	return r, nil
@@ -379,11 +385,13 @@ func TestPredictJob(t *testing.T) {
 	}
 }
 
-// TestPredictJobOutsideDomain: with a model that has a domain, predict --job writes the
-// outside_domain column across batches and counts the flagged rows on stderr.
+// TestPredictJobOutsideDomain: with a model that has a domain and a training box, predict
+// --job writes the outside_domain and extrapolated columns across batches and counts the
+// flagged rows on stderr.
 func TestPredictJobOutsideDomain(t *testing.T) {
 	leader := startFake(t, nil)
 	leader.domain = 5
+	leader.extrapolate = 4
 	leader.jobs["j-3"] = &pb.Job{Id: "j-3", State: pb.JobState_JOB_STATE_SUCCEEDED, Spec: &pb.JobSpec{Data: &pb.DataSource{Uri: "/t.csv"}}}
 	dir := t.TempDir()
 	in := filepath.Join(dir, "x.csv")
@@ -404,21 +412,22 @@ func TestPredictJobOutsideDomain(t *testing.T) {
 	}
 	got, _ := os.ReadFile(out)
 	lines := strings.Split(strings.TrimSpace(string(got)), "\n")
-	if len(lines) != n+1 || lines[0] != "mean,latent_var,noisy_var,outside_domain" {
+	if len(lines) != n+1 || lines[0] != "mean,latent_var,noisy_var,outside_domain,extrapolated" {
 		t.Fatalf("%d lines; header %q", len(lines), lines[0])
 	}
 	flagged := 0
 	for i, l := range lines[1:] {
-		want := "3,0.5,1.5,0"
+		want := "3,0.5,1.5,0,0"
 		if i%3 == 0 {
-			want = "12,0.5,1.5,1"
+			want = "12,0.5,1.5,1,1"
 			flagged++
 		}
 		if l != want {
 			t.Fatalf("row %d: %q, want %q", i, l, want)
 		}
 	}
-	if !strings.Contains(errOut, fmt.Sprintf("%d of %d rows lie outside the domain of job j-3", flagged, n)) {
+	if !strings.Contains(errOut, fmt.Sprintf("%d of %d rows lie outside the domain of job j-3", flagged, n)) ||
+		!strings.Contains(errOut, fmt.Sprintf("%d of %d rows lie beyond the training inputs' range of job j-3", flagged, n)) {
 		t.Errorf("stderr: %q", errOut)
 	}
 }

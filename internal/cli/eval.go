@@ -346,6 +346,9 @@ type evalResult struct {
 	// OutsideDomain the number of test rows beyond it, which were scored with the prior.
 	Domain        string `json:"domain,omitempty"`
 	OutsideDomain int    `json:"outside_domain"`
+	// Extrapolated counts the test rows beyond the training inputs' range by more than
+	// model.ExtrapolationLengthscales lengthscales in some input.
+	Extrapolated int `json:"extrapolated"`
 	// Warnings are the model's warnings and those of this evaluation (outside_domain).
 	Warnings []warningResult `json:"warnings"`
 }
@@ -426,7 +429,7 @@ func score(m *model.Model, tr, te *shard.Table, shards, workers int, trainSec fl
 		RMSE: sc.RMSE, NLL: sc.NLL, Coverage95: sc.Coverage95, TrainSeconds: trainSec, PredictSeconds: predSec,
 		Iterations: m.Iterations, LogLikelihood: m.LogLik, LogLikelihoodSE: m.LogLikSE,
 		Hyperparameters: hyperResult{Lengthscales: h.Lengthscales, SignalVariance: h.SignalVariance, NoiseVariance: h.NoiseVariance},
-		Domain:          m.DomainString(), OutsideDomain: pred.NOutside, Warnings: warningsOf(m.Warnings),
+		Domain:          m.DomainString(), OutsideDomain: pred.NOutside, Extrapolated: pred.NExtrapolated, Warnings: warningsOf(m.Warnings),
 	}
 	r.RMSEStd, r.NLLStd = sc.RMSE/m.Transform.YScale, sc.NLL-math.Log(m.Transform.YScale)
 	r.Features = m.NumFeatures()
@@ -444,7 +447,18 @@ func score(m *model.Model, tr, te *shard.Table, shards, workers int, trainSec fl
 	if pred.NOutside > 0 {
 		r.Warnings = append(r.Warnings, warningResult{Code: model.WarnOutsideDomain, Message: outsideMessage(m, pred.NOutside, te.N())})
 	}
+	if pred.NExtrapolated > 0 {
+		r.Warnings = append(r.Warnings, warningResult{Code: model.WarnExtrapolation, Message: extrapolationMessage(m, pred, te.N())})
+	}
 	return r, nil
+}
+
+// extrapolationMessage says how many of n rows lie beyond the training inputs' range, how far
+// at most, and what that means for their predictions.
+func extrapolationMessage(m *model.Model, p model.Prediction, n int) string {
+	k := p.BeyondInput
+	return fmt.Sprintf("%d of %d rows lie beyond the training inputs' range by more than %g lengthscale in some input (at most %.3g lengthscales, in %s, whose lengthscale is %.4g): the model extrapolates there, its prediction returns towards the prior mean %.6g and does not follow a trend or any signal its kernel does not represent, so the intervals may not cover such a signal; they are flagged in the extrapolated column of predict",
+		p.NExtrapolated, n, model.ExtrapolationLengthscales, p.Beyond, m.ColumnName(k), m.Original().Lengthscales[k], m.Transform.YMean)
 }
 
 // outsideMessage says how many of n rows lie outside the model's domain and what they got.

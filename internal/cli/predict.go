@@ -27,7 +27,12 @@ with columns mean, latent_var, noisy_var in the original units of the target.
 
 A model whose approximation holds only in a box of inputs (gl: its Gauss-Legendre grid
 aliases beyond the lags it was sized for) adds a column outside_domain (1 for rows outside
-the box, 0 inside); those rows get the prior mean and variance, and stderr says how many.`,
+the box, 0 inside); those rows get the prior mean and variance, and stderr says how many.
+
+A model that records its training inputs' range (every model trained since it was
+recorded) adds a column extrapolated: 1 for rows beyond that range by more than one
+lengthscale in some input, where a stationary GP's prediction returns towards its prior
+mean and misses a trend; they are predicted as usual, and stderr says how many and how far.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if modelPath == "" || dataPath == "" || outPath == "" {
@@ -67,6 +72,9 @@ the box, 0 inside); those rows get the prior mean and variance, and stderr says 
 			if p.NOutside > 0 {
 				fmt.Fprintf(e.errOut, "predict: %s\n", outsideMessage(m, p.NOutside, x.N()))
 			}
+			if p.NExtrapolated > 0 {
+				fmt.Fprintf(e.errOut, "predict: %s\n", extrapolationMessage(m, p, x.N()))
+			}
 			return writePredictions(e.out, outPath, p)
 		},
 	}
@@ -86,6 +94,9 @@ func writePredictions(stdout io.Writer, path string, p model.Prediction) error {
 	if p.Outside != nil {
 		b.WriteString(",outside_domain")
 	}
+	if p.Extrapolated != nil {
+		b.WriteString(",extrapolated")
+	}
 	b.WriteByte('\n')
 	for i := range p.Mean {
 		b.WriteString(strconv.FormatFloat(p.Mean[i], 'g', -1, 64))
@@ -93,8 +104,11 @@ func writePredictions(stdout io.Writer, path string, p model.Prediction) error {
 		b.WriteString(strconv.FormatFloat(p.LatentVar[i], 'g', -1, 64))
 		b.WriteByte(',')
 		b.WriteString(strconv.FormatFloat(p.NoisyVar[i], 'g', -1, 64))
-		if p.Outside != nil {
-			if p.Outside[i] {
+		for _, flags := range [][]bool{p.Outside, p.Extrapolated} {
+			if flags == nil {
+				continue
+			}
+			if flags[i] {
 				b.WriteString(",1")
 			} else {
 				b.WriteString(",0")

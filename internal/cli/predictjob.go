@@ -95,7 +95,7 @@ func predictJob(ctx context.Context, e *env, c *client, id, dataPath, outPath st
 		return err
 	}
 	var mean, lat, noisy []float64
-	var outside []bool
+	var outside, extrapolated []bool
 	per := max(1, predictValuesPerCall/x.D)
 	pr := newProgress(e.errOut, e.tty)
 	defer pr.done()
@@ -117,26 +117,37 @@ func predictJob(ctx context.Context, e *env, c *client, id, dataPath, outPath st
 		mean = append(mean, resp.GetMean()...)
 		lat = append(lat, resp.GetLatentVar()...)
 		noisy = append(noisy, resp.GetNoisyVar()...)
-		if o := resp.GetOutsideDomain(); len(o) > 0 {
-			if len(o) != hi-lo {
-				return fmt.Errorf("predict with job %s: the coordinator flagged %d of %d rows", id, len(o), hi-lo)
+		for _, f := range []struct {
+			got  []bool
+			into *[]bool
+		}{{resp.GetOutsideDomain(), &outside}, {resp.GetExtrapolated(), &extrapolated}} {
+			if len(f.got) > 0 {
+				if len(f.got) != hi-lo {
+					return fmt.Errorf("predict with job %s: the coordinator flagged %d of %d rows", id, len(f.got), hi-lo)
+				}
+				if *f.into == nil {
+					*f.into = make([]bool, lo, x.N())
+				}
+				*f.into = append(*f.into, f.got...)
+			} else if *f.into != nil {
+				*f.into = append(*f.into, make([]bool, hi-lo)...)
 			}
-			if outside == nil {
-				outside = make([]bool, lo, x.N())
-			}
-			outside = append(outside, o...)
-		} else if outside != nil {
-			outside = append(outside, make([]bool, hi-lo)...)
 		}
 	}
-	p := model.Prediction{Mean: mean, LatentVar: lat, NoisyVar: noisy, Outside: outside}
-	for _, o := range outside {
-		if o {
+	p := model.Prediction{Mean: mean, LatentVar: lat, NoisyVar: noisy, Outside: outside, Extrapolated: extrapolated}
+	for i := range mean {
+		if outside != nil && outside[i] {
 			p.NOutside++
+		}
+		if extrapolated != nil && extrapolated[i] {
+			p.NExtrapolated++
 		}
 	}
 	if p.NOutside > 0 {
 		fmt.Fprintf(e.errOut, "predict: %d of %d rows lie outside the domain of job %s's model, where its features alias; they are predicted by the prior and flagged in the outside_domain column\n", p.NOutside, x.N(), id)
+	}
+	if p.NExtrapolated > 0 {
+		fmt.Fprintf(e.errOut, "predict: %d of %d rows lie beyond the training inputs' range of job %s's model by more than %g lengthscale in some input: the model extrapolates there, its prediction returns towards the prior mean and does not follow a trend or any signal its kernel does not represent; they are flagged in the extrapolated column\n", p.NExtrapolated, x.N(), id, model.ExtrapolationLengthscales)
 	}
 	return writePredictions(e.out, outPath, p)
 }

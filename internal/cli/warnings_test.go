@@ -26,6 +26,7 @@ type evalJSON struct {
 	Features        int             `json:"features"`
 	Domain          string          `json:"domain"`
 	OutsideDomain   int             `json:"outside_domain"`
+	Extrapolated    int             `json:"extrapolated"`
 	Warnings        []warningResult `json:"warnings"`
 	RMSE            float64         `json:"rmse"`
 	NLL             float64         `json:"nll"`
@@ -166,23 +167,30 @@ func TestPredictFlagsOutsideDomain(t *testing.T) {
 	if !strings.Contains(errOut, "2 of 4 rows lie outside the model's domain (t in [") {
 		t.Errorf("stderr does not count the rows outside: %q", errOut)
 	}
+	// 30 and -40 lie tens of lengthscales beyond the training range [0, 8.92]; 5 inside it.
+	if !strings.Contains(errOut, "rows lie beyond the training inputs' range") {
+		t.Errorf("stderr does not count the rows extrapolated: %q", errOut)
+	}
 	out, err := os.ReadFile(preds)
 	if err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if len(lines) != 5 || lines[0] != "mean,latent_var,noisy_var,outside_domain" {
+	if len(lines) != 5 || lines[0] != "mean,latent_var,noisy_var,outside_domain,extrapolated" {
 		t.Fatalf("predictions:\n%s", out)
 	}
 	var prior [3]float64
 	for i, want := range []int{0, 0, 1, 1} {
 		var v [3]float64
-		var o int
-		if _, err := fmt.Sscanf(strings.ReplaceAll(lines[i+1], ",", " "), "%g %g %g %d", &v[0], &v[1], &v[2], &o); err != nil {
+		var o, ex int
+		if _, err := fmt.Sscanf(strings.ReplaceAll(lines[i+1], ",", " "), "%g %g %g %d %d", &v[0], &v[1], &v[2], &o, &ex); err != nil {
 			t.Fatal(err)
 		}
 		if o != want {
 			t.Errorf("row %d: outside_domain %d, want %d", i, o, want)
+		}
+		if i != 1 && ex != want { // row 1 (9.5) lies within a few lengthscales of the range
+			t.Errorf("row %d: extrapolated %d, want %d", i, ex, want)
 		}
 		if o == 1 {
 			if prior[0] == 0 {
@@ -331,6 +339,59 @@ func TestEvalCalibrationWarning(t *testing.T) {
 			}
 			if got := hasCode(r.Warnings, model.WarnCalibration); got != c.want {
 				t.Errorf("calibration warning %v, want %v: %+v", got, c.want, r.Warnings)
+			}
+		})
+	}
+}
+
+// TestEvalExtrapolationWarning: test rows far beyond the training inputs' range (a trend the
+// stationary kernel cannot follow) are counted in eval's JSON and warned about, in the JSON
+// and the printed summary; test rows inside the range are not.
+func TestEvalExtrapolationWarning(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, from, to int) string {
+		var b strings.Builder
+		b.WriteString("t,y\n")
+		for i := from; i < to; i++ {
+			x := float64(i) / 10
+			fmt.Fprintf(&b, "%g,%g\n", x, x+math.Sin(3*x)+0.05*math.Sin(float64(i)*7.3))
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	train := write("train.csv", 0, 100) // t in [0, 9.9]
+	for _, c := range []struct {
+		name     string
+		test     string
+		want     int
+		warnWant bool
+	}{
+		{"inside", write("inside.csv", 5, 95), 0, false},
+		// t in [20, 29.9]: at least ten lengthscales beyond (the fit's lengthscale is about 0.5).
+		{"beyond", write("beyond.csv", 200, 300), 100, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := []string{"eval", "--method", "exact", "--train", train, "--test", c.test, "--header", "--target", "y"}
+			code, out, errOut := run(t, append(args, "--json")...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			var r evalJSON
+			if err := json.Unmarshal([]byte(out), &r); err != nil {
+				t.Fatal(err)
+			}
+			if r.Extrapolated != c.want || hasCode(r.Warnings, model.WarnExtrapolation) != c.warnWant {
+				t.Fatalf("extrapolated %d, want %d; warnings %+v", r.Extrapolated, c.want, r.Warnings)
+			}
+			code, out, errOut = run(t, args...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			if got := strings.Contains(out, "extrapolation: 100 of 100 rows lie beyond the training inputs' range"); got != c.warnWant {
+				t.Errorf("printed summary names the extrapolation: %v, want %v:\n%s", got, c.warnWant, out)
 			}
 		})
 	}

@@ -46,7 +46,7 @@ func (s *Server) Predict(ctx context.Context, req *pb.PredictRequest) (*pb.Predi
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	return &pb.PredictResponse{Mean: p.Mean, LatentVar: p.LatentVar, NoisyVar: p.NoisyVar, OutsideDomain: p.Outside}, nil
+	return &pb.PredictResponse{Mean: p.Mean, LatentVar: p.LatentVar, NoisyVar: p.NoisyVar, OutsideDomain: p.Outside, Extrapolated: p.Extrapolated}, nil
 }
 
 // GetModel streams a job's encoded model in chunks of 1 MiB.

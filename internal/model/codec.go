@@ -223,6 +223,12 @@ func extensions() []extension {
 			encode:  func(e *Encoder, m *Model) { e.Str(m.KernelReason) },
 			decode:  func(d *Decoder, m *Model) { m.KernelReason = d.Str() },
 		},
+		{
+			tag:     "train_box",
+			present: func(m *Model) bool { return m.TrainBox != nil },
+			encode:  func(e *Encoder, m *Model) { e.Floats(m.TrainBox.Lo); e.Floats(m.TrainBox.Hi) },
+			decode:  func(d *Decoder, m *Model) { m.TrainBox = &Domain{Lo: d.Floats(), Hi: d.Floats()} },
+		},
 	}
 }
 

@@ -47,11 +47,7 @@ func (m *Model) DomainString() string {
 		if k > 0 {
 			out += ", "
 		}
-		name := fmt.Sprintf("x%d", k)
-		if k < len(m.Columns) && m.Columns[k] != "" {
-			name = m.Columns[k]
-		}
-		out += fmt.Sprintf("%s in [%.6g, %.6g]", name, lo[k], hi[k])
+		out += fmt.Sprintf("%s in [%.6g, %.6g]", m.ColumnName(k), lo[k], hi[k])
 	}
 	return out
 }
@@ -70,15 +66,64 @@ type MethodChoice struct {
 	Reason    string
 }
 
+// ExtrapolationLengthscales is how far beyond the training inputs' range a row must lie, in
+// lengthscales of that input, for Predict to flag it as an extrapolation. One lengthscale
+// past the furthest training input along an axis, a stationary kernel's correlation with
+// every training row is at most k(1) (0.61 for the squared exponential, 0.52 for Matern 5/2,
+// 0.48 for Matern 3/2; Rasmussen and Williams 2006, eq. 4.9 and 4.17), and it falls from there
+// to zero, so the prediction returns towards the prior mean: the model does not follow a
+// trend or any signal its kernel does not represent beyond the data.
+const ExtrapolationLengthscales = 1.0
+
+// beyondTrainBox returns how far the standardized row xs lies beyond the training box, in
+// lengthscales: the largest over the inputs k of dist(xs_k, [Lo_k, Hi_k]) / l_k (0 inside),
+// and the input attaining it.
+func (m *Model) beyondTrainBox(xs []float64) (float64, int) {
+	worst, at := 0.0, -1
+	for k, v := range xs {
+		var out float64
+		switch {
+		case v < m.TrainBox.Lo[k]:
+			out = m.TrainBox.Lo[k] - v
+		case v > m.TrainBox.Hi[k]:
+			out = v - m.TrainBox.Hi[k]
+		}
+		if r := out / m.Hyper.Lengthscales[k]; r > worst {
+			worst, at = r, k
+		}
+	}
+	return worst, at
+}
+
+// ColumnName returns the name of input k: its column name, else "x<k>".
+func (m *Model) ColumnName(k int) string {
+	if k < len(m.Columns) && m.Columns[k] != "" {
+		return m.Columns[k]
+	}
+	return fmt.Sprintf("x%d", k)
+}
+
+func validateBox(what string, b *Domain, d int) error {
+	if len(b.Lo) != d || len(b.Hi) != d {
+		return fmt.Errorf("%s of %d and %d bounds for d=%d", what, len(b.Lo), len(b.Hi), d)
+	}
+	for k := range b.Lo {
+		if math.IsNaN(b.Lo[k]) || math.IsNaN(b.Hi[k]) || b.Lo[k] > b.Hi[k] {
+			return fmt.Errorf("%s: dimension %d has bounds %v, %v", what, k, b.Lo[k], b.Hi[k])
+		}
+	}
+	return nil
+}
+
 func validateDomain(m *Model) error {
 	if d := m.Domain; d != nil {
-		if len(d.Lo) != m.D || len(d.Hi) != m.D {
-			return fmt.Errorf("domain box of %d and %d bounds for d=%d", len(d.Lo), len(d.Hi), m.D)
+		if err := validateBox("domain box", d, m.D); err != nil {
+			return err
 		}
-		for k := range d.Lo {
-			if math.IsNaN(d.Lo[k]) || math.IsNaN(d.Hi[k]) || d.Lo[k] > d.Hi[k] {
-				return fmt.Errorf("domain box: dimension %d has bounds %v, %v", k, d.Lo[k], d.Hi[k])
-			}
+	}
+	if b := m.TrainBox; b != nil {
+		if err := validateBox("training box", b, m.D); err != nil {
+			return err
 		}
 	}
 	if s := m.Sizing; s != nil {

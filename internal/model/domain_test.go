@@ -7,8 +7,8 @@ import (
 	"testing"
 )
 
-// TestDomainSizingChoiceRoundTrip: the domain box, the sizing record and the method choice
-// are optional tagged sections that decode to the same values and re-encode to the same
+// TestDomainSizingChoiceRoundTrip: the domain box, the sizing record, the method choice and
+// the training box are optional tagged sections that decode to the same values and re-encode to the same
 // bytes, alone or with warnings, after every kind of posterior.
 func TestDomainSizingChoiceRoundTrip(t *testing.T) {
 	for name, m := range withWarnings(t) {
@@ -24,13 +24,14 @@ func TestDomainSizingChoiceRoundTrip(t *testing.T) {
 			m.Domain = &Domain{Lo: lo, Hi: hi}
 			m.Sizing = &Sizing{LengthscaleMin: hi, LengthscaleMax: append([]float64(nil), hi...)}
 			m.Choice = &MethodChoice{Requested: "auto", Reason: "n = 40 <= exact-max-rows 5000"}
+			m.TrainBox = &Domain{Lo: append([]float64(nil), lo...), Hi: append([]float64(nil), hi...)}
 			b := encode(t, m)
 			d, err := Decode(bytes.NewReader(b))
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
-			if !reflect.DeepEqual(d.Domain, m.Domain) || !reflect.DeepEqual(d.Sizing, m.Sizing) || !reflect.DeepEqual(d.Choice, m.Choice) {
-				t.Fatalf("%s: decoded %+v %+v %+v", name, d.Domain, d.Sizing, d.Choice)
+			if !reflect.DeepEqual(d.Domain, m.Domain) || !reflect.DeepEqual(d.Sizing, m.Sizing) || !reflect.DeepEqual(d.Choice, m.Choice) || !reflect.DeepEqual(d.TrainBox, m.TrainBox) {
+				t.Fatalf("%s: decoded %+v %+v %+v %+v", name, d.Domain, d.Sizing, d.Choice, d.TrainBox)
 			}
 			if !bytes.Equal(encode(t, d), b) {
 				t.Fatalf("%s: re-encoding differs", name)
@@ -49,6 +50,11 @@ func TestDomainValidate(t *testing.T) {
 		m.Domain = dom
 		if err := m.Validate(); err == nil {
 			t.Errorf("%s domain %+v accepted", name, dom)
+		}
+		m = glModel()
+		m.TrainBox = dom
+		if err := m.Validate(); err == nil {
+			t.Errorf("%s training box %+v accepted", name, dom)
 		}
 	}
 	m := glModel()
@@ -93,5 +99,37 @@ func TestPredictOutsideDomain(t *testing.T) {
 	}
 	if s := m.DomainString(); s != "t in [-1, 5]" {
 		t.Errorf("DomainString %q", s)
+	}
+}
+
+// TestPredictExtrapolated: a row is flagged when it lies beyond the training box by more than
+// ExtrapolationLengthscales lengthscales of its input, counted, and the largest distance
+// reported in lengthscales; every prediction is what a model without the box gives.
+func TestPredictExtrapolated(t *testing.T) {
+	m := glModel()                // XMean 2, XScale 3: the standardized box [-1, 1] is [-1, 5] in original units
+	m.Hyper.Lengthscales[0] = 0.5 // 1.5 in original units
+	// Beyond the box by 0, 0, 1/1.5, 1.6/1.5, 3/1.5 and 6/1.5 lengthscales.
+	x := []float64{0, 5, 6, 6.6, -4, 11}
+	want := []bool{false, false, false, true, true, true}
+	free, err := m.Predict(x, len(x))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if free.Extrapolated != nil || free.NExtrapolated != 0 || free.BeyondInput != -1 {
+		t.Fatalf("a model without a training box flagged rows: %v", free.Extrapolated)
+	}
+	m.TrainBox = &Domain{Lo: []float64{-1}, Hi: []float64{1}}
+	p, err := m.Predict(x, len(x))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(p.Extrapolated, want) || p.NExtrapolated != 3 {
+		t.Fatalf("extrapolated %v (%d), want %v", p.Extrapolated, p.NExtrapolated, want)
+	}
+	if math.Abs(p.Beyond-4) > 1e-12 || p.BeyondInput != 0 {
+		t.Errorf("beyond %v lengthscales in input %d, want 4 in input 0", p.Beyond, p.BeyondInput)
+	}
+	if !reflect.DeepEqual(p.Mean, free.Mean) || !reflect.DeepEqual(p.LatentVar, free.LatentVar) || !reflect.DeepEqual(p.NoisyVar, free.NoisyVar) {
+		t.Errorf("the flags changed the predictions")
 	}
 }

@@ -78,6 +78,12 @@ type Model struct {
 	Sizing *Sizing
 	Choice *MethodChoice
 
+	// TrainBox is the box of the standardized training inputs (each input's minimum and
+	// maximum over the training rows; nil for a model trained before it was recorded).
+	// Predict flags the rows beyond it by more than ExtrapolationLengthscales lengthscales
+	// in some input (Prediction.Extrapolated). An optional tagged section of the encoding.
+	TrainBox *Domain
+
 	// KernelReason says why Kernel was chosen when the job let exact, cg or kmcg choose the
 	// family by the evidence (train.KernelAuto); empty when the job named the kernel. An
 	// optional tagged section of the encoding.
@@ -107,6 +113,15 @@ type Prediction struct {
 	Outside []bool
 	// NOutside counts the flagged rows.
 	NOutside int
+	// Extrapolated flags the rows that lie beyond the training inputs' range by more than
+	// ExtrapolationLengthscales lengthscales in some input (nil for a model without a
+	// TrainBox). They are predicted as usual; the flag says that the prediction there is
+	// mostly the prior's. NExtrapolated counts them; Beyond is the largest such distance in
+	// lengthscales and BeyondInput the input where it occurs (-1 when no row is flagged).
+	Extrapolated  []bool
+	NExtrapolated int
+	Beyond        float64
+	BeyondInput   int
 }
 
 // predictBlock is how many rows are mapped to features at a time.
@@ -114,8 +129,8 @@ const predictBlock = 512
 
 // Predict returns the predictive mean, latent variance and noisy variance for the rows of x
 // (row-major, D columns, original units). It standardizes the rows, predicts them in blocks
-// of predictBlock through the posterior, returns the prior for rows outside the Domain, and
-// converts back to original units.
+// of predictBlock through the posterior, returns the prior for rows outside the Domain, flags
+// the rows beyond the TrainBox, and converts back to original units.
 func (m *Model) Predict(x []float64, rows int) (Prediction, error) {
 	if len(x) != rows*m.D {
 		return Prediction{}, fmt.Errorf("predict: %d values for %d rows of %d columns", len(x), rows, m.D)
@@ -127,7 +142,10 @@ func (m *Model) Predict(x []float64, rows int) (Prediction, error) {
 	if err != nil {
 		return Prediction{}, fmt.Errorf("predict: %w", err)
 	}
-	p := Prediction{Mean: make([]float64, rows), LatentVar: make([]float64, rows), NoisyVar: make([]float64, rows)}
+	p := Prediction{Mean: make([]float64, rows), LatentVar: make([]float64, rows), NoisyVar: make([]float64, rows), BeyondInput: -1}
+	if m.TrainBox != nil {
+		p.Extrapolated = make([]bool, rows)
+	}
 	xs := make([]float64, min(rows, predictBlock)*m.D)
 	for lo := 0; lo < rows; lo += predictBlock {
 		hi := min(rows, lo+predictBlock)
@@ -141,6 +159,18 @@ func (m *Model) Predict(x []float64, rows int) (Prediction, error) {
 			}
 			for i := 0; i < n; i++ {
 				p.Outside[lo+i] = !m.Domain.Contains(xs[i*m.D : (i+1)*m.D])
+			}
+		}
+		if m.TrainBox != nil {
+			for i := 0; i < n; i++ {
+				r, k := m.beyondTrainBox(xs[i*m.D : (i+1)*m.D])
+				if r > ExtrapolationLengthscales {
+					p.Extrapolated[lo+i] = true
+					p.NExtrapolated++
+					if r > p.Beyond {
+						p.Beyond, p.BeyondInput = r, k
+					}
+				}
 			}
 		}
 		predict(xs[:n*m.D], n, p.Mean[lo:hi], p.LatentVar[lo:hi])

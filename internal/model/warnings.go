@@ -39,6 +39,11 @@ const (
 	// noise model is misspecified; Bachoc 2013). exact, gl, rff and grief (type2,
 	// type2-weights) make the check.
 	WarnCalibration = "calibration"
+	// WarnExtrapolation: rows to be predicted lie beyond the training inputs' range by more
+	// than ExtrapolationLengthscales lengthscales in some input, where the prediction returns
+	// towards the prior mean; a trend or other signal the kernel does not model is missed
+	// there, and the intervals may not cover it. The rows are flagged, not changed.
+	WarnExtrapolation = "extrapolation"
 )
 
 // Warning is one condition a user should know about a trained model or a prediction.

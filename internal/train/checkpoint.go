@@ -32,13 +32,16 @@ type Checkpoint struct {
 	N, D      int
 	Transform shard.Transform
 	Ranges    []float64
-	GL        *model.GLParams       // gl: the grid
-	Gram      *reduce.Gram          // gl: the reduced statistic, when under Hooks.MaxStatsBytes
-	Restarts  []Restart             // the hyperparameter search's finished restarts
-	Start     []float64             // the hyperparameter search's outcome
-	LBFGS     *optimizer.LBFGSState // the optimizer after its last completed iteration
-	Adam      *optimizer.AdamState  // cg: Adam after its last completed step
-	Trace     []float64             // objective by iteration
+	// Lo, Hi are the standardized input minima and maxima (the model's TrainBox); nil in a
+	// checkpoint written before they were recorded.
+	Lo, Hi   []float64
+	GL       *model.GLParams       // gl: the grid
+	Gram     *reduce.Gram          // gl: the reduced statistic, when under Hooks.MaxStatsBytes
+	Restarts []Restart             // the hyperparameter search's finished restarts
+	Start    []float64             // the hyperparameter search's outcome
+	LBFGS    *optimizer.LBFGSState // the optimizer after its last completed iteration
+	Adam     *optimizer.AdamState  // cg: Adam after its last completed step
+	Trace    []float64             // objective by iteration
 	// GRIEFP is GRIEF-II's rung of the eigenfunction ladder being fitted (griefIIFit; 0
 	// before the ladder's start check) and GRIEFTheta the theta that rung's L-BFGS started
 	// from (nil: the search's start).

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"testing"
 
 	"github.com/gpreduce/gpreduce/internal/model"
@@ -24,7 +25,19 @@ func TestResumeGivesIdenticalModel(t *testing.T) {
 			set(&spec, "nodes_per_dim", []int{14, 14})
 			set(&spec, "features", 48)
 			spec.MaxIter = 12
-			resumeMatches(t, tab, spec)
+			m := resumeMatches(t, tab, spec)
+			// The model records the training inputs' box (standardized), kept across resumes.
+			for k := 0; k < tab.D; k++ {
+				lo, hi := math.Inf(1), math.Inf(-1)
+				for i := 0; i < tab.N(); i++ {
+					lo, hi = min(lo, tab.X[i*tab.D+k]), max(hi, tab.X[i*tab.D+k])
+				}
+				wantLo := (lo - m.Transform.XMean[k]) / m.Transform.XScale[k]
+				wantHi := (hi - m.Transform.XMean[k]) / m.Transform.XScale[k]
+				if m.TrainBox == nil || math.Abs(m.TrainBox.Lo[k]-wantLo) > 1e-12 || math.Abs(m.TrainBox.Hi[k]-wantHi) > 1e-12 {
+					t.Fatalf("training box %+v, want input %d in [%v, %v]", m.TrainBox, k, wantLo, wantHi)
+				}
+			}
 		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/gpreduce/gpreduce/internal/engine"
 	"github.com/gpreduce/gpreduce/internal/model"
@@ -72,21 +73,23 @@ type prepared struct {
 	d, n   int
 	tf     shard.Transform
 	ranges []float64
-	// lo, hi are the standardized column minima and maxima; they are not checkpointed, so
-	// they are nil after a resume and a method that needs them repeats the moments pass.
+	// lo, hi are the standardized column minima and maxima; they are nil after a resume from
+	// a checkpoint written before they were recorded, and a method that needs them then
+	// repeats the moments pass.
 	lo, hi []float64
 }
 
 // prepare runs the moments pass, or takes its outcome from the checkpoint.
 func (r *run) prepare(ctx context.Context, eng engine.Engine) (*prepared, error) {
 	if r.ck.Phase >= phasePrepared {
-		return &prepared{d: r.ck.D, n: r.ck.N, tf: r.ck.Transform, ranges: r.ck.Ranges}, nil
+		return &prepared{d: r.ck.D, n: r.ck.N, tf: r.ck.Transform, ranges: r.ck.Ranges, lo: r.ck.Lo, hi: r.ck.Hi}, nil
 	}
 	p, err := prepare(ctx, eng, r.spec, r.obs)
 	if err != nil {
 		return nil, err
 	}
 	r.ck.Phase, r.ck.N, r.ck.D, r.ck.Transform, r.ck.Ranges = phasePrepared, p.n, p.d, p.tf, p.ranges
+	r.ck.Lo, r.ck.Hi = p.lo, p.hi
 	return p, r.save(ctx)
 }
 
@@ -189,11 +192,16 @@ func hyperOf(theta []float64, d int) model.Hyper {
 	return h
 }
 
-// newModel fills the parts every method shares.
+// newModel fills the parts every method shares, the training inputs' box among them (when
+// known: a run resumed from an older checkpoint has none).
 func newModel(spec Spec, p *prepared, fit *fitted, lml float64) *model.Model {
-	return &model.Model{
+	m := &model.Model{
 		Version: model.Version, Method: spec.Method, Kernel: spec.Kernel, D: p.d,
 		Columns: spec.Columns, Target: spec.Target, Transform: p.tf, Hyper: hyperOf(fit.theta, p.d),
 		LogLik: lml, Trace: fit.trace, Iterations: fit.iters, NTrain: p.n,
 	}
+	if p.lo != nil && p.hi != nil {
+		m.TrainBox = &model.Domain{Lo: slices.Clone(p.lo), Hi: slices.Clone(p.hi)}
+	}
+	return m
 }

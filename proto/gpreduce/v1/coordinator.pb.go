@@ -1652,7 +1652,8 @@ func (x *MethodChoice) GetReason() string {
 }
 
 // Warning is one condition of a trained model; code is stable (hyperparameter_on_bound,
-// not_converged, all_noise, outside_domain, sizing, estimate), message says what to change.
+// not_converged, all_noise, outside_domain, sizing, estimate, approximation, calibration,
+// extrapolation), message says what to change.
 type Warning struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Code          string                 `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
@@ -2343,6 +2344,10 @@ type PredictResponse struct {
 	// Per row, whether it lies outside the model's domain (then it carries the prior); empty
 	// for models whose approximation holds everywhere.
 	OutsideDomain []bool `protobuf:"varint,4,rep,packed,name=outside_domain,json=outsideDomain,proto3" json:"outside_domain,omitempty"`
+	// Per row, whether it lies beyond the training inputs' range by more than one lengthscale
+	// in some input (predicted as usual; the prediction there returns towards the prior mean);
+	// empty for models that do not record that range.
+	Extrapolated  []bool `protobuf:"varint,5,rep,packed,name=extrapolated,proto3" json:"extrapolated,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2401,6 +2406,13 @@ func (x *PredictResponse) GetNoisyVar() []float64 {
 func (x *PredictResponse) GetOutsideDomain() []bool {
 	if x != nil {
 		return x.OutsideDomain
+	}
+	return nil
+}
+
+func (x *PredictResponse) GetExtrapolated() []bool {
+	if x != nil {
+		return x.Extrapolated
 	}
 	return nil
 }
@@ -3344,13 +3356,14 @@ const file_gpreduce_v1_coordinator_proto_rawDesc = "" +
 	"\x0ePredictRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\f\n" +
 	"\x01d\x18\x02 \x01(\x05R\x01d\x12\f\n" +
-	"\x01x\x18\x03 \x03(\x01R\x01x\"\x88\x01\n" +
+	"\x01x\x18\x03 \x03(\x01R\x01x\"\xac\x01\n" +
 	"\x0fPredictResponse\x12\x12\n" +
 	"\x04mean\x18\x01 \x03(\x01R\x04mean\x12\x1d\n" +
 	"\n" +
 	"latent_var\x18\x02 \x03(\x01R\tlatentVar\x12\x1b\n" +
 	"\tnoisy_var\x18\x03 \x03(\x01R\bnoisyVar\x12%\n" +
-	"\x0eoutside_domain\x18\x04 \x03(\bR\routsideDomain\"(\n" +
+	"\x0eoutside_domain\x18\x04 \x03(\bR\routsideDomain\x12\"\n" +
+	"\fextrapolated\x18\x05 \x03(\bR\fextrapolated\"(\n" +
 	"\x0fGetModelRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\" \n" +
 	"\n" +

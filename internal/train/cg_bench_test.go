@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"testing"
 
 	"github.com/gpreduce/gpreduce/internal/kernel"
@@ -15,10 +17,19 @@ import (
 // BenchmarkCGIteration times one batched CG iteration's product K_hat V (11 columns: 10
 // probes and y) over 16 shards of n rows, d = 8, on the local engine with 1 to 4 goroutines,
 // with the kernel blocks cached (formed once per hyperparameter value, outside the timer) and
-// formed on the fly. GFLOP/s counts the 2 n^2 k multiply-adds of the product alone.
+// formed on the fly. GFLOP/s counts the 2 n^2 k multiply-adds of the product alone. n is
+// 4096, or GPREDUCE_CG_BENCH_N (elevators' 14940 training rows: the cached blocks then take
+// 1.8 GB).
 func BenchmarkCGIteration(b *testing.B) {
 	const d, k, shards = 8, 11, 16
-	for _, n := range []int{4096} {
+	n := 4096
+	if v := os.Getenv("GPREDUCE_CG_BENCH_N"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < shards {
+			b.Fatalf("GPREDUCE_CG_BENCH_N=%q: want a row count of at least %d", v, shards)
+		}
+	}
+	{
 		tab := synthTable(n, d, 3)
 		rng := rand.New(rand.NewPCG(1, 1))
 		V := make([]float64, n*k)

@@ -391,7 +391,7 @@ func TestPredictJob(t *testing.T) {
 func TestPredictJobOutsideDomain(t *testing.T) {
 	leader := startFake(t, nil)
 	leader.domain = 5
-	leader.extrapolate = 4
+	leader.extrapolate = 2
 	leader.jobs["j-3"] = &pb.Job{Id: "j-3", State: pb.JobState_JOB_STATE_SUCCEEDED, Spec: &pb.JobSpec{Data: &pb.DataSource{Uri: "/t.csv"}}}
 	dir := t.TempDir()
 	in := filepath.Join(dir, "x.csv")
@@ -417,7 +417,7 @@ func TestPredictJobOutsideDomain(t *testing.T) {
 	}
 	flagged := 0
 	for i, l := range lines[1:] {
-		want := "3,0.5,1.5,0,0"
+		want := "3,0.5,1.5,0,1" // inside the domain, beyond the training range
 		if i%3 == 0 {
 			want = "12,0.5,1.5,1,1"
 			flagged++
@@ -427,7 +427,7 @@ func TestPredictJobOutsideDomain(t *testing.T) {
 		}
 	}
 	if !strings.Contains(errOut, fmt.Sprintf("%d of %d rows lie outside the domain of job j-3", flagged, n)) ||
-		!strings.Contains(errOut, fmt.Sprintf("%d of %d rows lie beyond the training inputs' range of job j-3", flagged, n)) {
+		!strings.Contains(errOut, fmt.Sprintf("%d of %d rows lie beyond the training inputs' range of job j-3", n, n)) {
 		t.Errorf("stderr: %q", errOut)
 	}
 }

@@ -453,11 +453,11 @@ func score(m *model.Model, tr, te *shard.Table, shards, workers int, trainSec fl
 	return r, nil
 }
 
-// extrapolationMessage says how many of n rows lie beyond the training inputs' range, how far
+// extrapolationMessage says how many of n rows lie beyond the training inputs' box, how far
 // at most, and what that means for their predictions.
 func extrapolationMessage(m *model.Model, p model.Prediction, n int) string {
 	k := p.BeyondInput
-	return fmt.Sprintf("%d of %d rows lie beyond the training inputs' range by more than %g lengthscale in some input (at most %.3g lengthscales, in %s, whose lengthscale is %.4g): the model extrapolates there, its prediction returns towards the prior mean %.6g and does not follow a trend or any signal its kernel does not represent, so the intervals may not cover such a signal; they are flagged in the extrapolated column of predict",
+	return fmt.Sprintf("%d of %d rows lie beyond the training inputs' range by more than %g lengthscale (at most %.3g lengthscales, farthest in %s, whose lengthscale is %.4g): the model extrapolates there, its prediction returns towards the prior (mean %.6g; for an additive kernel, the component of the input out of range) and does not follow a trend or any signal its kernel does not represent, so the intervals may not cover such a signal; predict flags these rows in its extrapolated column",
 		p.NExtrapolated, n, model.ExtrapolationLengthscales, p.Beyond, m.ColumnName(k), m.Original().Lengthscales[k], m.Transform.YMean)
 }
 

@@ -118,12 +118,13 @@ func predictJob(ctx context.Context, e *env, c *client, id, dataPath, outPath st
 		lat = append(lat, resp.GetLatentVar()...)
 		noisy = append(noisy, resp.GetNoisyVar()...)
 		for _, f := range []struct {
+			name string
 			got  []bool
 			into *[]bool
-		}{{resp.GetOutsideDomain(), &outside}, {resp.GetExtrapolated(), &extrapolated}} {
+		}{{"outside_domain", resp.GetOutsideDomain(), &outside}, {"extrapolated", resp.GetExtrapolated(), &extrapolated}} {
 			if len(f.got) > 0 {
 				if len(f.got) != hi-lo {
-					return fmt.Errorf("predict with job %s: the coordinator flagged %d of %d rows", id, len(f.got), hi-lo)
+					return fmt.Errorf("predict with job %s: the coordinator's %s flags cover %d of %d rows", id, f.name, len(f.got), hi-lo)
 				}
 				if *f.into == nil {
 					*f.into = make([]bool, lo, x.N())
@@ -134,7 +135,7 @@ func predictJob(ctx context.Context, e *env, c *client, id, dataPath, outPath st
 			}
 		}
 	}
-	p := model.Prediction{Mean: mean, LatentVar: lat, NoisyVar: noisy, Outside: outside, Extrapolated: extrapolated}
+	p := model.Prediction{Mean: mean, LatentVar: lat, NoisyVar: noisy, Outside: outside, Extrapolated: extrapolated, BeyondInput: -1}
 	for i := range mean {
 		if outside != nil && outside[i] {
 			p.NOutside++
@@ -147,7 +148,7 @@ func predictJob(ctx context.Context, e *env, c *client, id, dataPath, outPath st
 		fmt.Fprintf(e.errOut, "predict: %d of %d rows lie outside the domain of job %s's model, where its features alias; they are predicted by the prior and flagged in the outside_domain column\n", p.NOutside, x.N(), id)
 	}
 	if p.NExtrapolated > 0 {
-		fmt.Fprintf(e.errOut, "predict: %d of %d rows lie beyond the training inputs' range of job %s's model by more than %g lengthscale in some input: the model extrapolates there, its prediction returns towards the prior mean and does not follow a trend or any signal its kernel does not represent; they are flagged in the extrapolated column\n", p.NExtrapolated, x.N(), id, model.ExtrapolationLengthscales)
+		fmt.Fprintf(e.errOut, "predict: %d of %d rows lie beyond the training inputs' range of job %s's model by more than %g lengthscale: the model extrapolates there, its prediction returns towards the prior and does not follow a trend or any signal its kernel does not represent; they are flagged in the extrapolated column\n", p.NExtrapolated, x.N(), id, model.ExtrapolationLengthscales)
 	}
 	return writePredictions(e.out, outPath, p)
 }

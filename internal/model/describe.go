@@ -5,7 +5,7 @@ package model
 // the exact, cg or kmcg method chose it by the evidence), d, columns and target when
 // named, n_train, the hyperparameters in the original units of the data (lengthscales,
 // signal_variance, noise_variance), log_likelihood (and log_likelihood_se when it is an
-// estimate), iterations, domain (in original units, when the model has one), warnings (as
+// estimate), iterations, domain and train_box (in original units, when the model has them), warnings (as
 // "code: message", when any), then posterior (its registered name) and the posterior's own
 // fields (Posterior.Describe). Names are stable snake_case keys; values are plain types (see
 // Field).
@@ -39,6 +39,9 @@ func (m *Model) Describe() []Field {
 	f = append(f, Field{"iterations", m.Iterations})
 	if m.Domain != nil {
 		f = append(f, Field{"domain", m.DomainString()})
+	}
+	if m.TrainBox != nil {
+		f = append(f, Field{"train_box", m.TrainBoxString()})
 	}
 	if len(m.Warnings) > 0 {
 		w := make([]string, len(m.Warnings))

@@ -5,8 +5,11 @@ import (
 	"math"
 )
 
-// Domain is the box of standardized inputs, Lo_k <= (x_k - XMean_k) / XScale_k <= Hi_k for
-// every k, in which a model's approximation is accurate. A Gauss-Legendre model's features
+// Domain is a box of standardized inputs, Lo_k <= (x_k - XMean_k) / XScale_k <= Hi_k for
+// every k: a model's Domain, in which its approximation is accurate (below), or its
+// TrainBox, the training inputs' extremes, beyond which Predict only flags rows.
+//
+// A model's Domain is where its approximation is accurate. A Gauss-Legendre model's features
 // reproduce the kernel only for input lags up to the width its grid was sized for (with s_k
 // nodes over the box of half-width U_k the features alias beyond lags of about 2 s_k / U_k and
 // the approximate kernel repeats itself), so its domain is the set of points within that lag
@@ -52,6 +55,24 @@ func (m *Model) DomainString() string {
 	return out
 }
 
+// TrainBoxString describes the training inputs' box in their original units, e.g.
+// "year in [1958.2, 1997.7]"; it is empty for a model that does not record it.
+func (m *Model) TrainBoxString() string {
+	if m.TrainBox == nil {
+		return ""
+	}
+	out := ""
+	for k := range m.TrainBox.Lo {
+		if k > 0 {
+			out += ", "
+		}
+		lo := m.TrainBox.Lo[k]*m.Transform.XScale[k] + m.Transform.XMean[k]
+		hi := m.TrainBox.Hi[k]*m.Transform.XScale[k] + m.Transform.XMean[k]
+		out += fmt.Sprintf("%s in [%.6g, %.6g]", m.ColumnName(k), lo, hi)
+	}
+	return out
+}
+
 // Sizing records how a method's automatic sizing bounded the hyperparameters it could
 // learn: the lengthscale bounds per dimension (standardized units) the optimizer used, which
 // differ from the requested ones when the feature budget forced a narrower window. The
@@ -66,33 +87,51 @@ type MethodChoice struct {
 	Reason    string
 }
 
-// ExtrapolationLengthscales is how far beyond the training inputs' range a row must lie, in
-// lengthscales of that input, for Predict to flag it as an extrapolation. One lengthscale
-// past the furthest training input along an axis, a stationary kernel's correlation with
-// every training row is at most k(1) (0.61 for the squared exponential, 0.52 for Matern 5/2,
-// 0.48 for Matern 3/2; Rasmussen and Williams 2006, eq. 4.9 and 4.17), and it falls from there
-// to zero, so the prediction returns towards the prior mean: the model does not follow a
-// trend or any signal its kernel does not represent beyond the data.
+// ExtrapolationLengthscales is how far beyond the training inputs' box a row must lie, in
+// lengthscales, for Predict to flag it as an extrapolation. The distance is the scaled
+// Euclidean distance to the box, sqrt(sum_k (dist(x_k, [Lo_k, Hi_k]) / l_k)^2), which bounds
+// the scaled distance to every training row from below: one lengthscale out, a stationary
+// kernel's correlation with every training row is at most k(1) (0.61 for the squared
+// exponential, 0.52 for Matern 5/2, 0.48 for Matern 3/2, 0.37 for Matern 1/2; Rasmussen and
+// Williams 2006, eq. 4.9 and 4.14-4.17), and it falls from there to zero, so the prediction
+// returns towards the prior mean: the model does not follow a trend or any signal its kernel
+// does not represent beyond the data. For an additive kernel (vof's additive layout) the
+// argument holds per input, so the distance is the largest per-input one, and only that
+// input's component returns to its prior.
 const ExtrapolationLengthscales = 1.0
 
+// additive reports whether the model's kernel is a sum of one-input kernels.
+func (m *Model) additive() bool {
+	a, ok := m.Posterior.(interface{ AdditiveKernel() bool })
+	return ok && a.AdditiveKernel()
+}
+
 // beyondTrainBox returns how far the standardized row xs lies beyond the training box, in
-// lengthscales: the largest over the inputs k of dist(xs_k, [Lo_k, Hi_k]) / l_k (0 inside),
-// and the input attaining it.
-func (m *Model) beyondTrainBox(xs []float64) (float64, int) {
-	worst, at := 0.0, -1
+// lengthscales (ExtrapolationLengthscales: the scaled Euclidean distance, or for an additive
+// kernel the largest per-input distance; 0 inside, +Inf for a NaN input), and the input
+// with the largest per-input distance (-1 inside the box).
+func (m *Model) beyondTrainBox(xs []float64, additive bool) (float64, int) {
+	sum, worst, at := 0.0, 0.0, -1
 	for k, v := range xs {
 		var out float64
 		switch {
+		case math.IsNaN(v):
+			out = math.Inf(1)
 		case v < m.TrainBox.Lo[k]:
 			out = m.TrainBox.Lo[k] - v
 		case v > m.TrainBox.Hi[k]:
 			out = v - m.TrainBox.Hi[k]
 		}
-		if r := out / m.Hyper.Lengthscales[k]; r > worst {
+		r := out / m.Hyper.Lengthscales[k]
+		if r > worst {
 			worst, at = r, k
 		}
+		sum += r * r
 	}
-	return worst, at
+	if additive {
+		return worst, at
+	}
+	return math.Sqrt(sum), at
 }
 
 // ColumnName returns the name of input k: its column name, else "x<k>".
@@ -124,6 +163,11 @@ func validateDomain(m *Model) error {
 	if b := m.TrainBox; b != nil {
 		if err := validateBox("training box", b, m.D); err != nil {
 			return err
+		}
+		for k := range b.Lo {
+			if math.IsInf(b.Lo[k], 0) || math.IsInf(b.Hi[k], 0) {
+				return fmt.Errorf("training box: dimension %d has bounds %v, %v; want finite ones", k, b.Lo[k], b.Hi[k])
+			}
 		}
 	}
 	if s := m.Sizing; s != nil {

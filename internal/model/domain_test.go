@@ -133,3 +133,29 @@ func TestPredictExtrapolated(t *testing.T) {
 		t.Errorf("the flags changed the predictions")
 	}
 }
+
+// TestBeyondTrainBox: the distance beyond the training box in lengthscales is the scaled
+// Euclidean distance to the box (a corner row 0.8 and 0.75 lengthscales out in two inputs is
+// 1.10 out), for an additive kernel the largest per-input distance, and +Inf for a NaN input.
+func TestBeyondTrainBox(t *testing.T) {
+	m := &Model{D: 2, Hyper: Hyper{Lengthscales: []float64{0.5, 2}}, TrainBox: &Domain{Lo: []float64{-1, -1}, Hi: []float64{1, 1}}}
+	for _, c := range []struct {
+		name     string
+		x        []float64
+		additive bool
+		want     float64
+		at       int
+	}{
+		{"inside", []float64{0.3, -1}, false, 0, -1},
+		{"one input", []float64{2, 0}, false, 2, 0},
+		{"corner", []float64{1.4, 2.5}, false, math.Sqrt(0.8*0.8 + 0.75*0.75), 0},
+		{"corner, additive", []float64{1.4, 2.5}, true, 0.8, 0},
+		{"second input farther", []float64{-1.1, -4}, false, math.Sqrt(0.2*0.2 + 1.5*1.5), 1},
+		{"NaN", []float64{math.NaN(), 0}, false, math.Inf(1), 0},
+	} {
+		got, at := m.beyondTrainBox(c.x, c.additive)
+		if math.Abs(got-c.want) > 1e-12 && !(math.IsInf(got, 1) && math.IsInf(c.want, 1)) || at != c.at {
+			t.Errorf("%s: %v lengthscales in input %d, want %v in input %d", c.name, got, at, c.want, c.at)
+		}
+	}
+}

@@ -113,11 +113,11 @@ type Prediction struct {
 	Outside []bool
 	// NOutside counts the flagged rows.
 	NOutside int
-	// Extrapolated flags the rows that lie beyond the training inputs' range by more than
-	// ExtrapolationLengthscales lengthscales in some input (nil for a model without a
-	// TrainBox). They are predicted as usual; the flag says that the prediction there is
-	// mostly the prior's. NExtrapolated counts them; Beyond is the largest such distance in
-	// lengthscales and BeyondInput the input where it occurs (-1 when no row is flagged).
+	// Extrapolated flags the rows that lie beyond the training inputs' box by more than
+	// ExtrapolationLengthscales lengthscales (nil for a model without a TrainBox). They are
+	// predicted as usual; the flag says that the prediction there returns towards the prior.
+	// NExtrapolated counts them; Beyond is the largest such distance in lengthscales and
+	// BeyondInput the input farthest out in that row (-1 when no row is flagged).
 	Extrapolated  []bool
 	NExtrapolated int
 	Beyond        float64
@@ -143,6 +143,7 @@ func (m *Model) Predict(x []float64, rows int) (Prediction, error) {
 		return Prediction{}, fmt.Errorf("predict: %w", err)
 	}
 	p := Prediction{Mean: make([]float64, rows), LatentVar: make([]float64, rows), NoisyVar: make([]float64, rows), BeyondInput: -1}
+	additive := m.additive()
 	if m.TrainBox != nil {
 		p.Extrapolated = make([]bool, rows)
 	}
@@ -163,7 +164,7 @@ func (m *Model) Predict(x []float64, rows int) (Prediction, error) {
 		}
 		if m.TrainBox != nil {
 			for i := 0; i < n; i++ {
-				r, k := m.beyondTrainBox(xs[i*m.D : (i+1)*m.D])
+				r, k := m.beyondTrainBox(xs[i*m.D:(i+1)*m.D], additive)
 				if r > ExtrapolationLengthscales {
 					p.Extrapolated[lo+i] = true
 					p.NExtrapolated++

@@ -64,6 +64,10 @@ func (p *VOFPosterior) shape(m *Model) (vof.Model, error) {
 // NumFeatures returns M.
 func (p *VOFPosterior) NumFeatures() int { return len(p.Params.Mean) }
 
+// AdditiveKernel reports whether the model's kernel is the additive layout's sum of one-input
+// kernels (Predict then measures extrapolation per input).
+func (p *VOFPosterior) AdditiveKernel() bool { return p.Additive }
+
 // Validate checks the shape and the parameters (vof.Model.Check).
 func (p *VOFPosterior) Validate(m *Model) error {
 	mod, err := p.shape(m)

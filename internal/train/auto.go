@@ -123,13 +123,6 @@ func autoFallback(method string, m *model.Model, start []float64) (fallback, why
 // and the spec, and the fallback is kept in the checkpoint, so a resumed run trains the same
 // method in the same phase.
 func (r *run) trainAuto(ctx context.Context, eng engine.Engine, spec Spec, p *prepared) (*model.Model, error) {
-	if p.lo == nil {
-		q, err := prepare(ctx, eng, spec, r.obs)
-		if err != nil {
-			return nil, err
-		}
-		p.lo, p.hi = q.lo, q.hi
-	}
 	ext, err := glExtent(spec, p, p.lo, p.hi)
 	if err != nil {
 		return nil, err

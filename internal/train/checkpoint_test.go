@@ -3,6 +3,7 @@ package train
 import (
 	"bytes"
 	"context"
+	"encoding/gob"
 	"errors"
 	"math"
 	"testing"
@@ -98,6 +99,27 @@ func resumeMatchesFrom(t *testing.T, tab *shard.Table, spec Spec, from []byte) *
 		}
 		if !bytes.Equal(got, want) {
 			t.Errorf("model resumed from checkpoint %d of %d differs from the uninterrupted one", k, len(cks))
+		}
+		// The same checkpoint as a build before the training box was recorded wrote it (no
+		// Lo, Hi): the resumed run repeats the moments pass and gives the same model.
+		ck, err := DecodeCheckpoint(last)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ck.Lo == nil || ck.Hi == nil {
+			t.Fatalf("checkpoint %d holds no training box", k)
+		}
+		ck.Lo, ck.Hi = nil, nil
+		var old bytes.Buffer
+		if err := gob.NewEncoder(&old).Encode(ck); err != nil {
+			t.Fatal(err)
+		}
+		m, err = Run(context.Background(), localEngine(t, tab, 4, 2), spec, Hooks{Resume: old.Bytes()})
+		if err != nil {
+			t.Fatalf("resume from checkpoint %d without its box: %v", k, err)
+		}
+		if got, err = m.Bytes(); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("model resumed from checkpoint %d without its box differs from the uninterrupted one (%v)", k, err)
 		}
 	}
 	return full

@@ -89,15 +89,7 @@ func (r *run) trainGL(ctx context.Context, eng engine.Engine, p *prepared) (*mod
 	// to be predicted, with a margin) against aliasing and from the largest lengthscale. When
 	// that exceeds the feature budget, features.PlanGL narrows the lengthscale window to what
 	// the budget can represent, and the model says so.
-	lo, hi := p.lo, p.hi
-	if lo == nil { // resumed: the extremes are not in the checkpoint
-		q, err := prepare(ctx, eng, spec, r.obs)
-		if err != nil {
-			return nil, err
-		}
-		lo, hi = q.lo, q.hi
-	}
-	ext, err := glExtent(spec, p, lo, hi)
+	ext, err := glExtent(spec, p, p.lo, p.hi)
 	if err != nil {
 		return nil, fmt.Errorf("gl: %w", err)
 	}
@@ -211,7 +203,7 @@ func (r *run) trainGL(ctx context.Context, eng engine.Engine, p *prepared) (*mod
 	}
 	m := newModel(spec, p, fit, f.LML)
 	m.Posterior = &model.GLPosterior{Map: model.GLParams{U: U, NodesPerDim: nodes}, Features: f.Predictor()}
-	m.Domain = glDomain(plan.Width, lo, hi)
+	m.Domain = glDomain(plan.Width, p.lo, p.hi)
 	if sizing != "" {
 		m.Sizing = &model.Sizing{LengthscaleMin: plan.LengthscaleMin, LengthscaleMax: plan.LengthscaleMax}
 		m.Warn(model.WarnSizing, "%s", sizing)

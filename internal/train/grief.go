@@ -753,13 +753,6 @@ func griefIILML(g *reduce.Gram, c, s2 float64, grad []float64, st *griefIIState)
 func (r *run) griefGrid(ctx context.Context, eng engine.Engine, p *prepared) (grid, alt [][]float64, err error) {
 	mbar := r.spec.griefGrid(p.n, p.d)
 	lo, hi := p.lo, p.hi
-	if lo == nil { // resumed: the extremes are not in the checkpoint
-		q, err := prepare(ctx, eng, r.spec, r.obs)
-		if err != nil {
-			return nil, nil, err
-		}
-		lo, hi = q.lo, q.hi
-	}
 	r.obs(Event{Phase: "grid", Message: fmt.Sprintf("distinct-values pass (up to %d per column)", mbar+1)})
 	st, err := eng.Reduce(ctx, shard.DistinctTask{Cap: mbar})
 	if err != nil {

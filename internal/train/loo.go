@@ -64,11 +64,15 @@ func (r *run) checkLOO(ctx context.Context, eng engine.Engine, m *model.Model, g
 		rows = fmt.Sprintf("every %d-th of %s", stride, rows)
 	}
 	r.obs(Event{Phase: "loo", Message: "leave-one-out check on " + rows})
-	b, err := m.Bytes()
+	// The workers need the posterior, not the training box (a flag of Predict's): leaving it
+	// out keeps the shipped model readable by workers built before the box was recorded.
+	shipped := *m
+	shipped.TrainBox = nil
+	b, err := shipped.Bytes()
 	if err != nil {
 		return fmt.Errorf("leave-one-out pass: %w", err)
 	}
-	st, err := eng.Reduce(ctx, &tasks.LOOTask{Model: m, Encoded: b, Stride: stride, VarianceGap: gap})
+	st, err := eng.Reduce(ctx, &tasks.LOOTask{Model: &shipped, Encoded: b, Stride: stride, VarianceGap: gap})
 	if err != nil {
 		return fmt.Errorf("leave-one-out pass: %w", err)
 	}

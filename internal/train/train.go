@@ -73,16 +73,26 @@ type prepared struct {
 	d, n   int
 	tf     shard.Transform
 	ranges []float64
-	// lo, hi are the standardized column minima and maxima; they are nil after a resume from
-	// a checkpoint written before they were recorded, and a method that needs them then
-	// repeats the moments pass.
+	// lo, hi are the standardized column minima and maxima (checkpointed; a resume from a
+	// checkpoint written before they were recorded repeats the moments pass for them).
 	lo, hi []float64
 }
 
 // prepare runs the moments pass, or takes its outcome from the checkpoint.
 func (r *run) prepare(ctx context.Context, eng engine.Engine) (*prepared, error) {
 	if r.ck.Phase >= phasePrepared {
-		return &prepared{d: r.ck.D, n: r.ck.N, tf: r.ck.Transform, ranges: r.ck.Ranges, lo: r.ck.Lo, hi: r.ck.Hi}, nil
+		p := &prepared{d: r.ck.D, n: r.ck.N, tf: r.ck.Transform, ranges: r.ck.Ranges, lo: r.ck.Lo, hi: r.ck.Hi}
+		if p.lo == nil || p.hi == nil {
+			// A checkpoint written before the extremes were recorded: the moments pass is
+			// deterministic, so repeating it gives the bits an uninterrupted run has.
+			q, err := prepare(ctx, eng, r.spec, r.obs)
+			if err != nil {
+				return nil, err
+			}
+			p.lo, p.hi = q.lo, q.hi
+			r.ck.Lo, r.ck.Hi = q.lo, q.hi
+		}
+		return p, nil
 	}
 	p, err := prepare(ctx, eng, r.spec, r.obs)
 	if err != nil {

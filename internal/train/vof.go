@@ -308,13 +308,6 @@ func (r *run) trainVOF(ctx context.Context, eng engine.Engine, p *prepared) (*mo
 	}
 	if mod.Basis == vof.Trig {
 		lo, hi := p.lo, p.hi
-		if lo == nil { // resumed: the extremes are not in the checkpoint
-			q, err := prepare(ctx, eng, spec, r.obs)
-			if err != nil {
-				return nil, err
-			}
-			lo, hi = q.lo, q.hi
-		}
 		for k := 0; k < d; k++ {
 			prob.xmax = math.Max(prob.xmax, math.Max(math.Abs(lo[k]), math.Abs(hi[k])))
 		}

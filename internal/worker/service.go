@@ -62,8 +62,9 @@ func (w *Worker) LoadShard(ctx context.Context, req *pb.LoadShardRequest) (*pb.L
 //
 // A task is keyed by (job, round, shard) and deterministic, so a duplicate or retried
 // task is simply computed again: the worker keeps no results, and the caller accepts one.
-// Errors: UNAVAILABLE once Run is stopping (a new task is refused at once, even on a
-// connection the draining server has not closed yet; the caller runs it elsewhere),
+// Errors: UNAVAILABLE with a pb.WorkerDraining detail once Run is stopping (wire.DrainingStatus:
+// a new task is refused at once, even on a connection the draining server has not closed
+// yet; the caller runs it elsewhere and lets the running ones finish),
 // INVALID_ARGUMENT for a malformed request or a task that does not fit the shard,
 // FAILED_PRECONDITION when the shard cannot be read (naming the source and line) or when the
 // task names a broadcast blob by hash that the worker does not hold (wire.MissingBlobStatus:
@@ -78,7 +79,7 @@ func (w *Worker) RunTask(ctx context.Context, req *pb.RunTaskRequest) (resp *pb.
 		w.metrics.taskSeconds.WithLabelValues(kind).Observe(time.Since(start).Seconds())
 	}()
 	if w.draining.Load() {
-		return nil, status.Error(codes.Unavailable, "run task: the worker is stopping and takes no new tasks; run it on another worker")
+		return nil, wire.DrainingStatus()
 	}
 	if err := w.checkSession(ctx, "RunTask"); err != nil {
 		return nil, err

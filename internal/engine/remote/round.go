@@ -612,8 +612,22 @@ func (r *round) handle(o outcome) error {
 	r.retries[s]++
 	r.lastErr[s] = err
 	r.notBefore[s] = time.Now().Add(min(maxRetryBackoff, r.e.cfg.PollInterval<<min(r.retries[s]-1, 8)))
-	r.workerFailed(a, err)
+	if wire.DrainingOf(err) {
+		r.workerDraining(a)
+	} else {
+		r.workerFailed(a, err)
+	}
 	return nil
+}
+
+// workerDraining marks a's worker, which is stopping (wire.DrainingStatus), failed for the rest
+// of the round, so that its pending shards move elsewhere, but leaves its running attempts
+// alone: the worker finishes them, and their results are accepted as any other.
+func (r *round) workerDraining(a *attempt) {
+	w := a.worker
+	r.failed[w.ID] = true
+	r.log.Info().Int("shard", a.shard).Str("worker", w.ID).Str("addr", w.Addr).
+		Msg("worker draining: it finishes its running tasks; moving its other shards")
 }
 
 // accept checks a reply and decodes its statistic.

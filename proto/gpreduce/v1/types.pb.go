@@ -1591,6 +1591,45 @@ func (x *MissingBlob) GetSha256() []byte {
 	return nil
 }
 
+// WorkerDraining is the detail of the UNAVAILABLE status a stopping worker answers a new task
+// with: it takes no new tasks but finishes the ones it runs, so the coordinator moves the
+// worker's pending shards elsewhere without cancelling its running attempts.
+type WorkerDraining struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkerDraining) Reset() {
+	*x = WorkerDraining{}
+	mi := &file_gpreduce_v1_types_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkerDraining) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkerDraining) ProtoMessage() {}
+
+func (x *WorkerDraining) ProtoReflect() protoreflect.Message {
+	mi := &file_gpreduce_v1_types_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkerDraining.ProtoReflect.Descriptor instead.
+func (*WorkerDraining) Descriptor() ([]byte, []int) {
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{21}
+}
+
 // Task is one map step, run on one shard.
 type Task struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1614,7 +1653,7 @@ type Task struct {
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[21]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1626,7 +1665,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[21]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1639,7 +1678,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{21}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Task) GetKind() isTask_Kind {
@@ -1831,7 +1870,7 @@ type Gram struct {
 
 func (x *Gram) Reset() {
 	*x = Gram{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[22]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1843,7 +1882,7 @@ func (x *Gram) String() string {
 func (*Gram) ProtoMessage() {}
 
 func (x *Gram) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[22]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1856,7 +1895,7 @@ func (x *Gram) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gram.ProtoReflect.Descriptor instead.
 func (*Gram) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{22}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Gram) GetS() int32 {
@@ -1907,7 +1946,7 @@ type Moments struct {
 
 func (x *Moments) Reset() {
 	*x = Moments{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[23]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1919,7 +1958,7 @@ func (x *Moments) String() string {
 func (*Moments) ProtoMessage() {}
 
 func (x *Moments) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[23]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1932,7 +1971,7 @@ func (x *Moments) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Moments.ProtoReflect.Descriptor instead.
 func (*Moments) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{23}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Moments) GetN() int64 {
@@ -1979,7 +2018,7 @@ type Vector struct {
 
 func (x *Vector) Reset() {
 	*x = Vector{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[24]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1991,7 +2030,7 @@ func (x *Vector) String() string {
 func (*Vector) ProtoMessage() {}
 
 func (x *Vector) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[24]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2004,7 +2043,7 @@ func (x *Vector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Vector.ProtoReflect.Descriptor instead.
 func (*Vector) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{24}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Vector) GetValues() []float64 {
@@ -2024,7 +2063,7 @@ type Sum struct {
 
 func (x *Sum) Reset() {
 	*x = Sum{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[25]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2036,7 +2075,7 @@ func (x *Sum) String() string {
 func (*Sum) ProtoMessage() {}
 
 func (x *Sum) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[25]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2049,7 +2088,7 @@ func (x *Sum) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sum.ProtoReflect.Descriptor instead.
 func (*Sum) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{25}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Sum) GetParts() []*Vector {
@@ -2077,7 +2116,7 @@ type Rows struct {
 
 func (x *Rows) Reset() {
 	*x = Rows{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[26]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2089,7 +2128,7 @@ func (x *Rows) String() string {
 func (*Rows) ProtoMessage() {}
 
 func (x *Rows) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[26]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2102,7 +2141,7 @@ func (x *Rows) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rows.ProtoReflect.Descriptor instead.
 func (*Rows) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{26}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Rows) GetD() int32 {
@@ -2138,7 +2177,7 @@ type Distinct struct {
 
 func (x *Distinct) Reset() {
 	*x = Distinct{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[27]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2150,7 +2189,7 @@ func (x *Distinct) String() string {
 func (*Distinct) ProtoMessage() {}
 
 func (x *Distinct) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[27]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2163,7 +2202,7 @@ func (x *Distinct) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Distinct.ProtoReflect.Descriptor instead.
 func (*Distinct) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{27}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Distinct) GetCap() int32 {
@@ -2195,7 +2234,7 @@ type Sample struct {
 
 func (x *Sample) Reset() {
 	*x = Sample{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[28]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2207,7 +2246,7 @@ func (x *Sample) String() string {
 func (*Sample) ProtoMessage() {}
 
 func (x *Sample) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[28]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2220,7 +2259,7 @@ func (x *Sample) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sample.ProtoReflect.Descriptor instead.
 func (*Sample) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{28}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Sample) GetK() int32 {
@@ -2278,7 +2317,7 @@ type VOFKufStats struct {
 
 func (x *VOFKufStats) Reset() {
 	*x = VOFKufStats{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[29]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2290,7 +2329,7 @@ func (x *VOFKufStats) String() string {
 func (*VOFKufStats) ProtoMessage() {}
 
 func (x *VOFKufStats) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[29]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2303,7 +2342,7 @@ func (x *VOFKufStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VOFKufStats.ProtoReflect.Descriptor instead.
 func (*VOFKufStats) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{29}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *VOFKufStats) GetM() int32 {
@@ -2388,7 +2427,7 @@ type VOFTrigStats struct {
 
 func (x *VOFTrigStats) Reset() {
 	*x = VOFTrigStats{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[30]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2400,7 +2439,7 @@ func (x *VOFTrigStats) String() string {
 func (*VOFTrigStats) ProtoMessage() {}
 
 func (x *VOFTrigStats) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[30]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2413,7 +2452,7 @@ func (x *VOFTrigStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VOFTrigStats.ProtoReflect.Descriptor instead.
 func (*VOFTrigStats) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{30}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *VOFTrigStats) GetT() int32 {
@@ -2499,7 +2538,7 @@ type Stats struct {
 
 func (x *Stats) Reset() {
 	*x = Stats{}
-	mi := &file_gpreduce_v1_types_proto_msgTypes[31]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2511,7 +2550,7 @@ func (x *Stats) String() string {
 func (*Stats) ProtoMessage() {}
 
 func (x *Stats) ProtoReflect() protoreflect.Message {
-	mi := &file_gpreduce_v1_types_proto_msgTypes[31]
+	mi := &file_gpreduce_v1_types_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2524,7 +2563,7 @@ func (x *Stats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stats.ProtoReflect.Descriptor instead.
 func (*Stats) Descriptor() ([]byte, []int) {
-	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{31}
+	return file_gpreduce_v1_types_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Stats) GetKind() isStats_Kind {
@@ -2781,7 +2820,8 @@ const file_gpreduce_v1_types_proto_rawDesc = "" +
 	"\ffeature_grad\x18\b \x01(\bR\vfeatureGrad\x12+\n" +
 	"\x05batch\x18\t \x01(\v2\x15.gpreduce.v1.VOFBatchR\x05batch\"%\n" +
 	"\vMissingBlob\x12\x16\n" +
-	"\x06sha256\x18\x01 \x01(\fR\x06sha256\"\xb9\x04\n" +
+	"\x06sha256\x18\x01 \x01(\fR\x06sha256\"\x10\n" +
+	"\x0eWorkerDraining\"\xb9\x04\n" +
 	"\x04Task\x124\n" +
 	"\amoments\x18\x01 \x01(\v2\x18.gpreduce.v1.MomentsTaskH\x00R\amoments\x12+\n" +
 	"\x04gram\x18\x02 \x01(\v2\x15.gpreduce.v1.GramTaskH\x00R\x04gram\x12(\n" +
@@ -2870,45 +2910,46 @@ func file_gpreduce_v1_types_proto_rawDescGZIP() []byte {
 	return file_gpreduce_v1_types_proto_rawDescData
 }
 
-var file_gpreduce_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_gpreduce_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_gpreduce_v1_types_proto_goTypes = []any{
-	(*DataSource)(nil),    // 0: gpreduce.v1.DataSource
-	(*ShardRef)(nil),      // 1: gpreduce.v1.ShardRef
-	(*Transform)(nil),     // 2: gpreduce.v1.Transform
-	(*GLMap)(nil),         // 3: gpreduce.v1.GLMap
-	(*RFFMap)(nil),        // 4: gpreduce.v1.RFFMap
-	(*GRIEFMap)(nil),      // 5: gpreduce.v1.GRIEFMap
-	(*MomentsTask)(nil),   // 6: gpreduce.v1.MomentsTask
-	(*GramTask)(nil),      // 7: gpreduce.v1.GramTask
-	(*GRIEFGradTask)(nil), // 8: gpreduce.v1.GRIEFGradTask
-	(*DistinctTask)(nil),  // 9: gpreduce.v1.DistinctTask
-	(*SampleTask)(nil),    // 10: gpreduce.v1.SampleTask
-	(*RFFTask)(nil),       // 11: gpreduce.v1.RFFTask
-	(*RowsTask)(nil),      // 12: gpreduce.v1.RowsTask
-	(*LOOTask)(nil),       // 13: gpreduce.v1.LOOTask
-	(*KernelOp)(nil),      // 14: gpreduce.v1.KernelOp
-	(*KernelTask)(nil),    // 15: gpreduce.v1.KernelTask
-	(*VOFModel)(nil),      // 16: gpreduce.v1.VOFModel
-	(*VOFKufTask)(nil),    // 17: gpreduce.v1.VOFKufTask
-	(*VOFBatch)(nil),      // 18: gpreduce.v1.VOFBatch
-	(*VOFTrigTask)(nil),   // 19: gpreduce.v1.VOFTrigTask
-	(*MissingBlob)(nil),   // 20: gpreduce.v1.MissingBlob
-	(*Task)(nil),          // 21: gpreduce.v1.Task
-	(*Gram)(nil),          // 22: gpreduce.v1.Gram
-	(*Moments)(nil),       // 23: gpreduce.v1.Moments
-	(*Vector)(nil),        // 24: gpreduce.v1.Vector
-	(*Sum)(nil),           // 25: gpreduce.v1.Sum
-	(*Rows)(nil),          // 26: gpreduce.v1.Rows
-	(*Distinct)(nil),      // 27: gpreduce.v1.Distinct
-	(*Sample)(nil),        // 28: gpreduce.v1.Sample
-	(*VOFKufStats)(nil),   // 29: gpreduce.v1.VOFKufStats
-	(*VOFTrigStats)(nil),  // 30: gpreduce.v1.VOFTrigStats
-	(*Stats)(nil),         // 31: gpreduce.v1.Stats
+	(*DataSource)(nil),     // 0: gpreduce.v1.DataSource
+	(*ShardRef)(nil),       // 1: gpreduce.v1.ShardRef
+	(*Transform)(nil),      // 2: gpreduce.v1.Transform
+	(*GLMap)(nil),          // 3: gpreduce.v1.GLMap
+	(*RFFMap)(nil),         // 4: gpreduce.v1.RFFMap
+	(*GRIEFMap)(nil),       // 5: gpreduce.v1.GRIEFMap
+	(*MomentsTask)(nil),    // 6: gpreduce.v1.MomentsTask
+	(*GramTask)(nil),       // 7: gpreduce.v1.GramTask
+	(*GRIEFGradTask)(nil),  // 8: gpreduce.v1.GRIEFGradTask
+	(*DistinctTask)(nil),   // 9: gpreduce.v1.DistinctTask
+	(*SampleTask)(nil),     // 10: gpreduce.v1.SampleTask
+	(*RFFTask)(nil),        // 11: gpreduce.v1.RFFTask
+	(*RowsTask)(nil),       // 12: gpreduce.v1.RowsTask
+	(*LOOTask)(nil),        // 13: gpreduce.v1.LOOTask
+	(*KernelOp)(nil),       // 14: gpreduce.v1.KernelOp
+	(*KernelTask)(nil),     // 15: gpreduce.v1.KernelTask
+	(*VOFModel)(nil),       // 16: gpreduce.v1.VOFModel
+	(*VOFKufTask)(nil),     // 17: gpreduce.v1.VOFKufTask
+	(*VOFBatch)(nil),       // 18: gpreduce.v1.VOFBatch
+	(*VOFTrigTask)(nil),    // 19: gpreduce.v1.VOFTrigTask
+	(*MissingBlob)(nil),    // 20: gpreduce.v1.MissingBlob
+	(*WorkerDraining)(nil), // 21: gpreduce.v1.WorkerDraining
+	(*Task)(nil),           // 22: gpreduce.v1.Task
+	(*Gram)(nil),           // 23: gpreduce.v1.Gram
+	(*Moments)(nil),        // 24: gpreduce.v1.Moments
+	(*Vector)(nil),         // 25: gpreduce.v1.Vector
+	(*Sum)(nil),            // 26: gpreduce.v1.Sum
+	(*Rows)(nil),           // 27: gpreduce.v1.Rows
+	(*Distinct)(nil),       // 28: gpreduce.v1.Distinct
+	(*Sample)(nil),         // 29: gpreduce.v1.Sample
+	(*VOFKufStats)(nil),    // 30: gpreduce.v1.VOFKufStats
+	(*VOFTrigStats)(nil),   // 31: gpreduce.v1.VOFTrigStats
+	(*Stats)(nil),          // 32: gpreduce.v1.Stats
 }
 var file_gpreduce_v1_types_proto_depIdxs = []int32{
-	24, // 0: gpreduce.v1.GRIEFMap.grid:type_name -> gpreduce.v1.Vector
-	24, // 1: gpreduce.v1.GRIEFMap.q:type_name -> gpreduce.v1.Vector
-	24, // 2: gpreduce.v1.GRIEFMap.log_lam:type_name -> gpreduce.v1.Vector
+	25, // 0: gpreduce.v1.GRIEFMap.grid:type_name -> gpreduce.v1.Vector
+	25, // 1: gpreduce.v1.GRIEFMap.q:type_name -> gpreduce.v1.Vector
+	25, // 2: gpreduce.v1.GRIEFMap.log_lam:type_name -> gpreduce.v1.Vector
 	3,  // 3: gpreduce.v1.GramTask.gl:type_name -> gpreduce.v1.GLMap
 	2,  // 4: gpreduce.v1.GramTask.transform:type_name -> gpreduce.v1.Transform
 	5,  // 5: gpreduce.v1.GramTask.grief:type_name -> gpreduce.v1.GRIEFMap
@@ -2934,20 +2975,20 @@ var file_gpreduce_v1_types_proto_depIdxs = []int32{
 	19, // 25: gpreduce.v1.Task.vof_trig:type_name -> gpreduce.v1.VOFTrigTask
 	8,  // 26: gpreduce.v1.Task.grief_grad:type_name -> gpreduce.v1.GRIEFGradTask
 	13, // 27: gpreduce.v1.Task.loo:type_name -> gpreduce.v1.LOOTask
-	24, // 28: gpreduce.v1.Sum.parts:type_name -> gpreduce.v1.Vector
-	24, // 29: gpreduce.v1.Distinct.values:type_name -> gpreduce.v1.Vector
-	24, // 30: gpreduce.v1.VOFTrigStats.b:type_name -> gpreduce.v1.Vector
-	24, // 31: gpreduce.v1.VOFTrigStats.p:type_name -> gpreduce.v1.Vector
-	24, // 32: gpreduce.v1.VOFTrigStats.xb:type_name -> gpreduce.v1.Vector
-	24, // 33: gpreduce.v1.VOFTrigStats.xp:type_name -> gpreduce.v1.Vector
-	22, // 34: gpreduce.v1.Stats.gram:type_name -> gpreduce.v1.Gram
-	23, // 35: gpreduce.v1.Stats.moments:type_name -> gpreduce.v1.Moments
-	25, // 36: gpreduce.v1.Stats.sum:type_name -> gpreduce.v1.Sum
-	26, // 37: gpreduce.v1.Stats.rows:type_name -> gpreduce.v1.Rows
-	27, // 38: gpreduce.v1.Stats.distinct:type_name -> gpreduce.v1.Distinct
-	28, // 39: gpreduce.v1.Stats.sample:type_name -> gpreduce.v1.Sample
-	29, // 40: gpreduce.v1.Stats.vof_kuf:type_name -> gpreduce.v1.VOFKufStats
-	30, // 41: gpreduce.v1.Stats.vof_trig:type_name -> gpreduce.v1.VOFTrigStats
+	25, // 28: gpreduce.v1.Sum.parts:type_name -> gpreduce.v1.Vector
+	25, // 29: gpreduce.v1.Distinct.values:type_name -> gpreduce.v1.Vector
+	25, // 30: gpreduce.v1.VOFTrigStats.b:type_name -> gpreduce.v1.Vector
+	25, // 31: gpreduce.v1.VOFTrigStats.p:type_name -> gpreduce.v1.Vector
+	25, // 32: gpreduce.v1.VOFTrigStats.xb:type_name -> gpreduce.v1.Vector
+	25, // 33: gpreduce.v1.VOFTrigStats.xp:type_name -> gpreduce.v1.Vector
+	23, // 34: gpreduce.v1.Stats.gram:type_name -> gpreduce.v1.Gram
+	24, // 35: gpreduce.v1.Stats.moments:type_name -> gpreduce.v1.Moments
+	26, // 36: gpreduce.v1.Stats.sum:type_name -> gpreduce.v1.Sum
+	27, // 37: gpreduce.v1.Stats.rows:type_name -> gpreduce.v1.Rows
+	28, // 38: gpreduce.v1.Stats.distinct:type_name -> gpreduce.v1.Distinct
+	29, // 39: gpreduce.v1.Stats.sample:type_name -> gpreduce.v1.Sample
+	30, // 40: gpreduce.v1.Stats.vof_kuf:type_name -> gpreduce.v1.VOFKufStats
+	31, // 41: gpreduce.v1.Stats.vof_trig:type_name -> gpreduce.v1.VOFTrigStats
 	42, // [42:42] is the sub-list for method output_type
 	42, // [42:42] is the sub-list for method input_type
 	42, // [42:42] is the sub-list for extension type_name
@@ -2960,7 +3001,7 @@ func file_gpreduce_v1_types_proto_init() {
 	if File_gpreduce_v1_types_proto != nil {
 		return
 	}
-	file_gpreduce_v1_types_proto_msgTypes[21].OneofWrappers = []any{
+	file_gpreduce_v1_types_proto_msgTypes[22].OneofWrappers = []any{
 		(*Task_Moments)(nil),
 		(*Task_Gram)(nil),
 		(*Task_Rff)(nil),
@@ -2973,7 +3014,7 @@ func file_gpreduce_v1_types_proto_init() {
 		(*Task_GriefGrad)(nil),
 		(*Task_Loo)(nil),
 	}
-	file_gpreduce_v1_types_proto_msgTypes[31].OneofWrappers = []any{
+	file_gpreduce_v1_types_proto_msgTypes[32].OneofWrappers = []any{
 		(*Stats_Gram)(nil),
 		(*Stats_Moments)(nil),
 		(*Stats_Sum)(nil),
@@ -2989,7 +3030,7 @@ func file_gpreduce_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gpreduce_v1_types_proto_rawDesc), len(file_gpreduce_v1_types_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   32,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -28,50 +28,31 @@ func (d *Domain) Contains(xs []float64) bool {
 	return true
 }
 
-// domainOriginal returns the domain box in the original units of the inputs.
-func (m *Model) domainOriginal() (lo, hi []float64) {
-	lo, hi = make([]float64, m.D), make([]float64, m.D)
-	for k := range lo {
-		lo[k] = m.Domain.Lo[k]*m.Transform.XScale[k] + m.Transform.XMean[k]
-		hi[k] = m.Domain.Hi[k]*m.Transform.XScale[k] + m.Transform.XMean[k]
-	}
-	return lo, hi
-}
-
-// DomainString describes the model's domain in the original input units, e.g.
-// "year in [1950.2, 2010.7]"; it is empty for a model without a domain.
-func (m *Model) DomainString() string {
-	if m.Domain == nil {
-		return ""
-	}
-	lo, hi := m.domainOriginal()
-	out := ""
-	for k := range lo {
-		if k > 0 {
-			out += ", "
-		}
-		out += fmt.Sprintf("%s in [%.6g, %.6g]", m.ColumnName(k), lo[k], hi[k])
-	}
-	return out
-}
-
-// TrainBoxString describes the training inputs' box in their original units, e.g.
-// "year in [1958.2, 1997.7]"; it is empty for a model that does not record it.
-func (m *Model) TrainBoxString() string {
-	if m.TrainBox == nil {
+// boxString describes the standardized box b in the original input units, e.g.
+// "year in [1950.2, 2010.7]"; it is empty for a nil box.
+func (m *Model) boxString(b *Domain) string {
+	if b == nil {
 		return ""
 	}
 	out := ""
-	for k := range m.TrainBox.Lo {
+	for k := range b.Lo {
 		if k > 0 {
 			out += ", "
 		}
-		lo := m.TrainBox.Lo[k]*m.Transform.XScale[k] + m.Transform.XMean[k]
-		hi := m.TrainBox.Hi[k]*m.Transform.XScale[k] + m.Transform.XMean[k]
+		lo := b.Lo[k]*m.Transform.XScale[k] + m.Transform.XMean[k]
+		hi := b.Hi[k]*m.Transform.XScale[k] + m.Transform.XMean[k]
 		out += fmt.Sprintf("%s in [%.6g, %.6g]", m.ColumnName(k), lo, hi)
 	}
 	return out
 }
+
+// DomainString describes the model's domain in the original input units, e.g.
+// "year in [1950.2, 2010.7]"; it is empty for a model without a domain.
+func (m *Model) DomainString() string { return m.boxString(m.Domain) }
+
+// TrainBoxString describes the training inputs' box in their original units, e.g.
+// "year in [1958.2, 1997.7]"; it is empty for a model that does not record it.
+func (m *Model) TrainBoxString() string { return m.boxString(m.TrainBox) }
 
 // Sizing records how a method's automatic sizing bounded the hyperparameters it could
 // learn: the lengthscale bounds per dimension (standardized units) the optimizer used, which

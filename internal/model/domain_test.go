@@ -132,6 +132,9 @@ func TestPredictExtrapolated(t *testing.T) {
 	if !reflect.DeepEqual(p.Mean, free.Mean) || !reflect.DeepEqual(p.LatentVar, free.LatentVar) || !reflect.DeepEqual(p.NoisyVar, free.NoisyVar) {
 		t.Errorf("the flags changed the predictions")
 	}
+	if s := m.TrainBoxString(); s != "t in [-1, 5]" {
+		t.Errorf("TrainBoxString %q", s)
+	}
 }
 
 // TestBeyondTrainBox: the distance beyond the training box in lengthscales is the scaled

@@ -346,8 +346,8 @@ type evalResult struct {
 	// OutsideDomain the number of test rows beyond it, which were scored with the prior.
 	Domain        string `json:"domain,omitempty"`
 	OutsideDomain int    `json:"outside_domain"`
-	// Extrapolated counts the test rows beyond the training inputs' range by more than
-	// model.ExtrapolationLengthscales lengthscales in some input.
+	// Extrapolated counts the test rows beyond the training inputs' box by more than
+	// model.ExtrapolationLengthscales lengthscales (model.Prediction.Extrapolated).
 	Extrapolated int `json:"extrapolated"`
 	// Warnings are the model's warnings and those of this evaluation (outside_domain).
 	Warnings []warningResult `json:"warnings"`

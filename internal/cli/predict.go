@@ -31,7 +31,7 @@ the box, 0 inside); those rows get the prior mean and variance, and stderr says 
 
 A model that records its training inputs' range (every model trained since it was
 recorded) adds a column extrapolated: 1 for rows beyond that range by more than one
-lengthscale in some input, where a stationary GP's prediction returns towards its prior
+lengthscale (the distance to the range scaled by each input's lengthscale), where a stationary GP's prediction returns towards its prior
 mean and misses a trend; they are predicted as usual, and stderr says how many and how far.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

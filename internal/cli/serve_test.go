@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gpreduce/gpreduce/internal/engine/remote"
+	"github.com/gpreduce/gpreduce/internal/testutil"
 )
 
 // lockedBuffer is a bytes.Buffer safe for a command writing while the test reads.
@@ -87,7 +88,7 @@ func startServe(t *testing.T, args ...string) (stop func() (int, string), early 
 			cancel()
 			select {
 			case code = <-done:
-			case <-time.After(3 * time.Minute): // only bounds a hang
+			case <-time.After(testutil.MinWait): // only bounds a hang
 				t.Fatal("serve did not stop within 3 minutes of its context ending")
 			}
 		})
@@ -100,7 +101,7 @@ func startServe(t *testing.T, args ...string) (stop func() (int, string), early 
 		if a != "--api-addr" || i+1 == len(args) {
 			continue
 		}
-		deadline := time.Now().Add(3 * time.Minute) // only bounds a hang
+		deadline := time.Now().Add(testutil.MinWait) // only bounds a hang
 		for {
 			c, err := net.DialTimeout("tcp", args[i+1], time.Second)
 			if err == nil {
@@ -133,7 +134,7 @@ func TestServeRestart(t *testing.T) {
 	members := func() []map[string]any {
 		t.Helper()
 		var ms []map[string]any
-		deadline := time.Now().Add(3 * time.Minute) // only bounds a hang
+		deadline := time.Now().Add(testutil.MinWait) // only bounds a hang
 		for {
 			code, out, errOut := run(t, "members", "--json", "--addr", api, "--token", testToken, "--leader-wait", "1s")
 			if code == 0 {

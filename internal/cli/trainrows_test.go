@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpreduce/gpreduce/internal/testutil"
 )
 
 // TestSubmitTrainRowsEqualsEval: a cluster job submitted with --train-rows (served by an
@@ -39,7 +41,7 @@ func TestSubmitTrainRowsEqualsEval(t *testing.T) {
 		cancel()
 		select {
 		case <-done:
-		case <-time.After(3 * time.Minute): // only bounds a hang
+		case <-time.After(testutil.MinWait): // only bounds a hang
 			t.Error("the worker did not stop")
 		}
 	})

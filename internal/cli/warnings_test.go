@@ -34,6 +34,21 @@ type evalJSON struct {
 	NLLStd          float64         `json:"nll_standardized"`
 }
 
+// runEvalJSON runs an eval command line that ends in --json, requires exit code 0, and
+// decodes its output.
+func runEvalJSON(t *testing.T, args ...string) evalJSON {
+	t.Helper()
+	code, out, errOut := run(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var r evalJSON
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 func hasCode(ws []warningResult, code string) bool {
 	for _, w := range ws {
 		if w.Code == code {
@@ -90,15 +105,8 @@ func TestEvalGLSizingWarning(t *testing.T) {
 	tr := writeCSV(t, dir, "train.csv", 200, 0)
 	te := writeCSV(t, dir, "test.csv", 40, 1000)
 	mpath := filepath.Join(dir, "m.gpm")
-	code, out, errOut := run(t, "eval", "--method", "gl", "--max-features", "625", "--train", tr, "--test", te, "--header",
+	r := runEvalJSON(t, "eval", "--method", "gl", "--max-features", "625", "--train", tr, "--test", te, "--header",
 		"--target", "y", "--max-iter", "30", "--json", "--model-out", mpath)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errOut)
-	}
-	var r evalJSON
-	if err := json.Unmarshal([]byte(out), &r); err != nil {
-		t.Fatal(err)
-	}
 	if r.Method != "gl" || r.Features > 625 || !hasCode(r.Warnings, model.WarnSizing) || r.Domain == "" || r.OutsideDomain != 0 {
 		t.Fatalf("gl over the budget: %+v", r)
 	}
@@ -129,7 +137,7 @@ func TestEvalGLSizingWarning(t *testing.T) {
 			t.Errorf("lengthscale %d = %g outside the sized window %g..%g", k, l, m.Sizing.LengthscaleMin[k], m.Sizing.LengthscaleMax[k])
 		}
 	}
-	code, out, _ = run(t, "eval", "--method", "gl", "--max-features", "625", "--train", tr, "--test", te, "--header", "--target", "y", "--max-iter", "30")
+	code, out, _ := run(t, "eval", "--method", "gl", "--max-features", "625", "--train", tr, "--test", te, "--header", "--target", "y", "--max-iter", "30")
 	if code != 0 || !strings.Contains(out, "warning     sizing: gl: the lengthscale bounds "+defaultBounds+" need more than max-features 625") {
 		t.Errorf("printed summary lacks the sizing warning:\n%s", out)
 	}
@@ -329,14 +337,7 @@ func TestEvalCalibrationWarning(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			args := append([]string{"eval", "--uci", filepath.Join("..", "..", "testdata", "uci", c.data), "--split", "0", "--method", c.method, "--json"}, c.flags...)
-			code, out, errOut := run(t, args...)
-			if code != 0 {
-				t.Fatalf("exit %d: %s", code, errOut)
-			}
-			var r evalJSON
-			if err := json.Unmarshal([]byte(out), &r); err != nil {
-				t.Fatal(err)
-			}
+			r := runEvalJSON(t, args...)
 			if got := hasCode(r.Warnings, model.WarnCalibration); got != c.want {
 				t.Errorf("calibration warning %v, want %v: %+v", got, c.want, r.Warnings)
 			}
@@ -375,18 +376,11 @@ func TestEvalExtrapolationWarning(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			args := []string{"eval", "--method", "exact", "--train", train, "--test", c.test, "--header", "--target", "y"}
-			code, out, errOut := run(t, append(args, "--json")...)
-			if code != 0 {
-				t.Fatalf("exit %d: %s", code, errOut)
-			}
-			var r evalJSON
-			if err := json.Unmarshal([]byte(out), &r); err != nil {
-				t.Fatal(err)
-			}
+			r := runEvalJSON(t, append(args, "--json")...)
 			if r.Extrapolated != c.want || hasCode(r.Warnings, model.WarnExtrapolation) != c.warnWant {
 				t.Fatalf("extrapolated %d, want %d; warnings %+v", r.Extrapolated, c.want, r.Warnings)
 			}
-			code, out, errOut = run(t, args...)
+			code, out, errOut := run(t, args...)
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, errOut)
 			}

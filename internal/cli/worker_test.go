@@ -128,7 +128,7 @@ func TestWorkerServeStops(t *testing.T) {
 	var r result
 	select {
 	case r = <-done:
-	case <-time.After(3 * time.Minute): // only bounds a hang
+	case <-time.After(testutil.MinWait): // only bounds a hang
 		t.Fatalf("serve still running after its context ended:\n%s", logs.String())
 	}
 	errOut := logs.String()

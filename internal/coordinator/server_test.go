@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/gpreduce/gpreduce/internal/testutil"
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
 
@@ -148,7 +149,7 @@ func TestServerCancel(t *testing.T) {
 		if len(evs) == 0 || evs[len(evs)-1].GetState() != pb.JobState_JOB_STATE_CANCELED {
 			t.Fatalf("watch ended with %v", evs)
 		}
-	case <-time.After(3 * time.Minute): // only bounds a hang
+	case <-time.After(testutil.MinWait): // only bounds a hang
 		t.Fatal("the watch did not end with the cancellation")
 	}
 	eventually(t, 10*time.Second, "the run stops", func() error {

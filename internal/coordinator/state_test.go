@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/gpreduce/gpreduce/internal/coordinator/store"
+	"github.com/gpreduce/gpreduce/internal/testutil"
 	pb "github.com/gpreduce/gpreduce/proto/gpreduce/v1"
 )
 
@@ -259,7 +260,7 @@ func TestRestartedFollowerReadsHonestly(t *testing.T) {
 	again := startServer(t, cfg)
 	fc := dial(t, again.APIAddr(), "")
 	answered := false
-	deadline := time.Now().Add(3 * time.Minute) // only bounds a hang
+	deadline := time.Now().Add(testutil.MinWait) // only bounds a hang
 	for !answered && time.Now().Before(deadline) {
 		answered = checkHonest(t, fc, []string{"before", "while-down"})
 	}

@@ -280,7 +280,7 @@ func TestReduceMergeErrorNamesShard(t *testing.T) {
 }
 
 // waitLimit bounds the tests' waits: it only bounds a hang, and no test measures time with it.
-const waitLimit = 3 * time.Minute
+const waitLimit = testutil.MinWait
 
 // settleGoroutines waits (testutil.Eventually, at least testutil.MinWait, a deadline that only
 // bounds a hang) for the goroutine count to fall to at most limit, and fails the test if it does not.

@@ -81,7 +81,7 @@ type Model struct {
 	// TrainBox is the box of the standardized training inputs (each input's minimum and
 	// maximum over the training rows; nil for a model trained before it was recorded).
 	// Predict flags the rows beyond it by more than ExtrapolationLengthscales lengthscales
-	// in some input (Prediction.Extrapolated). An optional tagged section of the encoding.
+	// (the scaled distance to the box; Prediction.Extrapolated). An optional tagged section of the encoding.
 	TrainBox *Domain
 
 	// KernelReason says why Kernel was chosen when the job let exact, cg or kmcg choose the

@@ -40,7 +40,7 @@ const (
 	// type2-weights) make the check.
 	WarnCalibration = "calibration"
 	// WarnExtrapolation: rows to be predicted lie beyond the training inputs' range by more
-	// than ExtrapolationLengthscales lengthscales in some input, where the prediction returns
+	// than ExtrapolationLengthscales lengthscales (the scaled distance to the box), where the prediction returns
 	// towards the prior mean; a trend or other signal the kernel does not model is missed
 	// there, and the intervals may not cover it. The rows are flagged, not changed.
 	WarnExtrapolation = "extrapolation"

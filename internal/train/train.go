@@ -202,16 +202,12 @@ func hyperOf(theta []float64, d int) model.Hyper {
 	return h
 }
 
-// newModel fills the parts every method shares, the training inputs' box among them (when
-// known: a run resumed from an older checkpoint has none).
+// newModel fills the parts every method shares, the training inputs' box among them.
 func newModel(spec Spec, p *prepared, fit *fitted, lml float64) *model.Model {
-	m := &model.Model{
+	return &model.Model{
 		Version: model.Version, Method: spec.Method, Kernel: spec.Kernel, D: p.d,
 		Columns: spec.Columns, Target: spec.Target, Transform: p.tf, Hyper: hyperOf(fit.theta, p.d),
 		LogLik: lml, Trace: fit.trace, Iterations: fit.iters, NTrain: p.n,
+		TrainBox: &model.Domain{Lo: slices.Clone(p.lo), Hi: slices.Clone(p.hi)},
 	}
-	if p.lo != nil && p.hi != nil {
-		m.TrainBox = &model.Domain{Lo: slices.Clone(p.lo), Hi: slices.Clone(p.hi)}
-	}
-	return m
 }

@@ -71,12 +71,8 @@ func MissingBlobStatus(err error) error {
 // failing that, with a message containing "missing blob sha256:<hex>".
 func MissingBlobOf(err error) ([32]byte, bool) {
 	var h [32]byte
-	var se interface{ GRPCStatus() *status.Status }
-	if err == nil || !errors.As(err, &se) {
-		return h, false
-	}
-	st := se.GRPCStatus()
-	if st.Code() != codes.FailedPrecondition {
+	st, ok := statusOf(err, codes.FailedPrecondition)
+	if !ok {
 		return h, false
 	}
 	for _, d := range st.Details() {

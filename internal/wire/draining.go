@@ -1,8 +1,6 @@
 package wire
 
 import (
-	"errors"
-
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -23,12 +21,8 @@ func DrainingStatus() error {
 // DrainingOf reports whether err (possibly wrapped) is a worker's DrainingStatus: an
 // UNAVAILABLE status with a pb.WorkerDraining detail.
 func DrainingOf(err error) bool {
-	var se interface{ GRPCStatus() *status.Status }
-	if err == nil || !errors.As(err, &se) {
-		return false
-	}
-	st := se.GRPCStatus()
-	if st.Code() != codes.Unavailable {
+	st, ok := statusOf(err, codes.Unavailable)
+	if !ok {
 		return false
 	}
 	for _, d := range st.Details() {

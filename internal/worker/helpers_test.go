@@ -223,7 +223,7 @@ func workerClient(t *testing.T, addr, token string) pb.WorkerClient {
 
 // waitLimit bounds the tests' waits on a worker or a fake coordinator. It only bounds a hang:
 // a loaded machine may take long, and no test measures time with it.
-const waitLimit = 3 * time.Minute
+const waitLimit = testutil.MinWait
 
 // eventually polls cond until it holds (testutil.Eventually: a deadline of at least
 // testutil.MinWait that only bounds a hang).

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/gpreduce/gpreduce/internal/testutil"
 )
 
 func openSingle(t *testing.T, tweak func(*Config)) (*Node, Config) {
@@ -60,7 +62,7 @@ func TestSingleNodeSubmitAndRead(t *testing.T) {
 		if !v {
 			t.Fatal("LeadershipChanges: first value false on the leader")
 		}
-	case <-time.After(3 * time.Minute): // only bounds a hang
+	case <-time.After(testutil.MinWait): // only bounds a hang
 		t.Fatal("no leadership value")
 	}
 	if addr, id := n.Leader(); addr != n.Addr() || id != "solo" {

@@ -614,7 +614,7 @@ func TestContextEndsRound(t *testing.T) {
 }
 
 // waitLimit bounds the tests' waits: it only bounds a hang, and no test measures time with it.
-const waitLimit = 3 * time.Minute
+const waitLimit = testutil.MinWait
 
 // waitGoroutines waits (up to waitLimit) for the goroutine count to fall back to baseline.
 func waitGoroutines(t *testing.T, baseline int) {

@@ -2345,7 +2345,7 @@ type PredictResponse struct {
 	// for models whose approximation holds everywhere.
 	OutsideDomain []bool `protobuf:"varint,4,rep,packed,name=outside_domain,json=outsideDomain,proto3" json:"outside_domain,omitempty"`
 	// Per row, whether it lies beyond the training inputs' range by more than one lengthscale
-	// in some input (predicted as usual; the prediction there returns towards the prior mean);
+	// (the scaled distance to the range; predicted as usual; the prediction there returns towards the prior mean);
 	// empty for models that do not record that range.
 	Extrapolated  []bool `protobuf:"varint,5,rep,packed,name=extrapolated,proto3" json:"extrapolated,omitempty"`
 	unknownFields protoimpl.UnknownFields

@@ -192,7 +192,7 @@ func (f *specFlags) register(cmd *cobra.Command, defMethod string) {
 	fl.StringVar(&f.ls, "lengthscale-bounds", "", "LO,HI bounds on lengthscales, standardized units (default 0.05,100)")
 	fl.StringVar(&f.sf2, "signal-variance-bounds", "", "LO,HI bounds on the signal variance, standardized units (default 0.05,20)")
 	fl.StringVar(&f.sn2, "noise-variance-bounds", "", "LO,HI bounds on the noise variance, standardized units (default 1e-4,2)")
-	fl.IntVar(&f.maxIter, "max-iter", train.DefaultMaxIter, "optimizer iterations at most")
+	fl.IntVar(&f.maxIter, "max-iter", 0, fmt.Sprintf("optimizer iterations at most, L-BFGS stopping earlier when converged (default %d; vof with the hermite basis and the full batch: %d)", train.DefaultMaxIter, train.VOFLBFGSMaxIter))
 	f.settings = registerSettingFlags(cmd)
 }
 

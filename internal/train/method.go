@@ -35,6 +35,9 @@ type Method struct {
 	// from the exact fit on a sample), so it chooses the kernel family by the evidence on
 	// the search's sampled rows (chooseKernel).
 	ChoosesKernel bool
+	// MaxIter is the method's default optimizer budget (Spec.MaxIter, --max-iter) for a spec
+	// with these settings; nil means DefaultMaxIter.
+	MaxIter func(s *Spec) int
 
 	// validate checks the method's settings (s.Settings is nil or of the Settings type) for d
 	// input columns (0: unknown); errors start with the setting's kebab-case name.

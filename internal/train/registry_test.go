@@ -189,6 +189,43 @@ func TestSpecFromJobSpecRoundTrip(t *testing.T) {
 	}
 }
 
+// TestDefaultMaxIter: a job without max_iter gets its method's budget for its settings (vof's
+// full-batch L-BFGS VOFLBFGSMaxIter, its Adam runs and every other method DefaultMaxIter),
+// the stored spec says so, and a given max_iter stands.
+func TestDefaultMaxIter(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		js   *pb.JobSpec
+		want int
+	}{
+		{"auto", &pb.JobSpec{Method: "auto"}, DefaultMaxIter},
+		{"exact", &pb.JobSpec{Method: "exact"}, DefaultMaxIter},
+		{"cg", &pb.JobSpec{Method: "cg"}, DefaultMaxIter},
+		{"grief", &pb.JobSpec{Method: "grief"}, DefaultMaxIter},
+		{"vof hermite full batch", &pb.JobSpec{Method: "vof"}, VOFLBFGSMaxIter},
+		{"vof hermite named", &pb.JobSpec{Method: "vof", Settings: &pb.JobSpec_Vof{Vof: &pb.VOFSettings{Basis: "hermite"}}}, VOFLBFGSMaxIter},
+		{"vof minibatch", &pb.JobSpec{Method: "vof", Settings: &pb.JobSpec_Vof{Vof: &pb.VOFSettings{BatchRows: 100}}}, DefaultMaxIter},
+		{"vof trig", &pb.JobSpec{Method: "vof", Settings: &pb.JobSpec_Vof{Vof: &pb.VOFSettings{Basis: "trig"}}}, DefaultMaxIter},
+		{"vof matern kernel", &pb.JobSpec{Method: "vof", Kernel: "matern52"}, DefaultMaxIter},
+		{"vof given", &pb.JobSpec{Method: "vof", MaxIter: 40}, 40},
+		{"exact given", &pb.JobSpec{Method: "exact", MaxIter: 250}, 250},
+	} {
+		s, err := SpecFromJobSpec(c.js)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if s.MaxIter != c.want || s.maxIter() != c.want || int(s.JobSpec().GetMaxIter()) != c.want {
+			t.Errorf("%s: MaxIter %d, maxIter() %d, stored %d; want %d", c.name, s.MaxIter, s.maxIter(), s.JobSpec().GetMaxIter(), c.want)
+		}
+	}
+	if got := DefaultSpec("vof").MaxIter; got != VOFLBFGSMaxIter {
+		t.Errorf("DefaultSpec(vof).MaxIter = %d, want %d", got, VOFLBFGSMaxIter)
+	}
+	if VOFLBFGSMaxIter <= DefaultMaxIter {
+		t.Errorf("VOFLBFGSMaxIter %d is not above DefaultMaxIter %d", VOFLBFGSMaxIter, DefaultMaxIter)
+	}
+}
+
 // TestAutoCarriesSettings: the method auto chooses gets the auto settings it has by name.
 func TestAutoCarriesSettings(t *testing.T) {
 	a := &pb.AutoSettings{ExactMaxRows: 70, MaxFeatures: 900}

@@ -32,7 +32,8 @@ type Spec struct {
 	LengthscaleBounds    [2]float64
 	SignalVarianceBounds [2]float64
 	NoiseVarianceBounds  [2]float64
-	MaxIter              int
+	// MaxIter is the optimizer's budget; 0 takes the method's default (defaultMaxIter).
+	MaxIter int
 
 	// PredictMin and PredictMax bound the inputs the model will predict at, per input column
 	// in original units (both or neither; eval sets them from its test rows): gl sizes its
@@ -49,6 +50,9 @@ type Spec struct {
 // Defaults every method shares, used when a Spec leaves a field at its zero value. The
 // methods' own defaults are in their files.
 const (
+	// DefaultMaxIter is the optimizer budget of a method without its own (Method.MaxIter):
+	// L-BFGS iterations (exact, gl, rff, grief type2, kmcg's fit, the search's polish) or
+	// Adam steps (cg); L-BFGS stops earlier when converged.
 	DefaultMaxIter      = 100
 	DefaultMaxFeatures  = 8192  // max_features of gl, rff, grief and auto
 	DefaultExactMaxRows = 5000  // exact_max_rows of exact, kmcg and auto
@@ -135,12 +139,21 @@ func DefaultSpec(method string) Spec {
 		LengthscaleBounds:    DefaultLengthscaleBounds,
 		SignalVarianceBounds: DefaultSignalVarianceBounds,
 		NoiseVarianceBounds:  DefaultNoiseVarianceBounds,
-		MaxIter:              DefaultMaxIter,
 	}
 	if m, ok := NewSettings(method); ok {
 		s.Settings = m
 	}
+	s.MaxIter = defaultMaxIter(&s)
 	return s
+}
+
+// defaultMaxIter is the optimizer budget of s's method with s's settings (Method.MaxIter),
+// or DefaultMaxIter.
+func defaultMaxIter(s *Spec) int {
+	if m, ok := methods[s.Method]; ok && m.MaxIter != nil {
+		return m.MaxIter(s)
+	}
+	return DefaultMaxIter
 }
 
 // SpecFromJobSpec is the one conversion from a job's message to a Spec: the common fields
@@ -179,13 +192,15 @@ func SpecFromJobSpec(js *pb.JobSpec) (Spec, error) {
 			return Spec{}, fmt.Errorf("%s: %d values; give two, the lower and the upper bound (or none for the default %g,%g)", b.name, len(b.v), b.dst[0], b.dst[1])
 		}
 	}
-	if v := js.GetMaxIter(); v != 0 {
-		s.MaxIter = int(v)
-	}
 	if err := settingsOf(js, method, msg); err != nil {
 		return Spec{}, err
 	}
 	s.Settings = msg
+	// The budget may depend on the settings (vof's L-BFGS against its Adam runs).
+	s.MaxIter = defaultMaxIter(&s)
+	if v := js.GetMaxIter(); v != 0 {
+		s.MaxIter = int(v)
+	}
 	if err := s.Validate(0); err != nil {
 		return Spec{}, err
 	}
@@ -432,7 +447,8 @@ func orFloat(v, def float64) float64 {
 	return v
 }
 
-func (s *Spec) maxIter() int { return orInt(s.MaxIter, DefaultMaxIter) }
+// maxIter is the spec's optimizer budget: MaxIter, or the method's default.
+func (s *Spec) maxIter() int { return orInt(s.MaxIter, defaultMaxIter(s)) }
 
 // nonNegative refuses negative whole-number settings of m, except those named in allow.
 func nonNegative(m proto.Message, allow ...protoreflect.Name) error {

@@ -49,7 +49,9 @@ package train
 //  9. the variance cache of K_hat = K + s2 I over all n rows, as cg's (varianceCache);
 //  10. the log likelihood at the final hyperparameters: the exact GP's (Cholesky on the
 //     coordinator) when n <= exact-max-rows, else the SLQ estimate with its standard error
-//     (as cg's, 10 probes) and a WarnEstimate warning.
+//     (as cg's, 10 probes) and a WarnEstimate warning;
+//  11. with the Cholesky factor of step 10, the leave-one-out check of the exact GP at the
+//     final hyperparameters (Rasmussen & Williams 2006, eq. 5.12; warnLOO), as exact's.
 //
 // The run has no iterations to checkpoint: a resumed run repeats it from the saved start.
 
@@ -266,6 +268,18 @@ func (r *run) trainKMCG(ctx context.Context, eng engine.Engine, p *prepared) (*m
 		m.Warn(w.Code, "%s", w.Message)
 	}
 	r.warnFit(m, p, theta, lower, upper, "")
+	// Step 11: the leave-one-out check (R&W eq. 5.12) of the exact GP at these
+	// hyperparameters, from step 10's Cholesky factor: kmcg predicts with that GP's variances
+	// (to the cache's gap) and a mean that approaches its mean as CG converges, so a kernel or
+	// noise model that does not fit the data shows in the same residuals. Above
+	// exact-max-rows there is no factor and no check.
+	if ll.exact != nil && ll.last != nil {
+		resid, variance, err := ll.last.LOO()
+		if err != nil {
+			return nil, fmt.Errorf("kmcg: %w", err)
+		}
+		warnLOO(m, resid, variance)
+	}
 	return m, nil
 }
 
@@ -277,6 +291,8 @@ func (r *run) trainKMCG(ctx context.Context, eng engine.Engine, p *prepared) (*m
 type kmcgLogLik struct {
 	exact *exactProblem
 	cg    *cgProblem
+	// last is the exact GP of at's last call with exact set (step 10's, when it is the last).
+	last *solver.Exact
 }
 
 func newKMCGLogLik(ctx context.Context, eng engine.Engine, spec Spec, cs *pb.CGSettings, ks *pb.KMCGSettings, d int, x, y []float64, offsets []int) *kmcgLogLik {
@@ -296,6 +312,7 @@ func (l *kmcgLogLik) at(f kernel.Family, theta []float64, rng *rand.Rand, obs Ob
 		if err != nil {
 			return 0, 0, nil, err
 		}
+		l.last = ex
 		return ex.LogMarginalLikelihood(), 0, nil, nil
 	}
 	l.cg.fam = f

@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -235,4 +236,55 @@ func denseLeaveOut(t *testing.T, phi *mat.Dense, y []float64, s2 float64, i int)
 		t.Fatal(err)
 	}
 	return mat.Dot(k, &alpha), K.At(i, i) - mat.Dot(k, &w)
+}
+
+// TestKMCGLeaveOneOut: kmcg makes exact's leave-one-out check of the exact GP at its final
+// hyperparameters (from step 10's Cholesky): the warning is there exactly when eq. 5.12's
+// mean square, computed here from a separate exact GP on the standardized rows, leaves the
+// band. Clean data do not get it; y = exp(4 x_1) with noise 0.01 does (its standardized noise
+// is below the noise variance's lower bound, so the intervals are too wide).
+func TestKMCGLeaveOneOut(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		f    func(a, b float64) float64
+		want bool
+	}{
+		{"clean", func(a, b float64) float64 { return math.Sin(3*a) + math.Sin(3*b) }, false},
+		{"noise under its floor", func(a, b float64) float64 { return math.Exp(4 * a) }, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(63, 7))
+			tab := &shard.Table{Source: "synthetic", D: 2}
+			for i := 0; i < 200; i++ {
+				a, b := 2*rng.Float64()-1, 2*rng.Float64()-1
+				tab.X = append(tab.X, a, b)
+				tab.Y = append(tab.Y, c.f(a, b)+0.01*rng.NormFloat64())
+			}
+			m := trainOn(t, tab, DefaultSpec("kmcg"), 3, 2)
+			fam, err := kernel.ParseFamily(m.Kernel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ref := newReference(t, localEngine(t, tab, 3, 2), fam)
+			h := m.Hyper
+			e, err := solver.NewExact(kernel.Kernel{Family: fam, Lengthscales: h.Lengthscales, SignalVariance: h.SignalVariance}, h.NoiseVariance, ref.rows.X, ref.p.d, ref.rows.Y)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resid, variance, err := e.LOO()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ms float64
+			for i, r := range resid {
+				ms += r * r / variance[i]
+			}
+			ms /= float64(len(resid))
+			got := m.HasWarning(model.WarnCalibration)
+			t.Logf("%s: mean square %.4g (band 1 +- %.3g), warnings %v", m.Kernel, ms, looBand(tab.N()), m.Warnings)
+			if got != (math.Abs(ms-1) > looBand(tab.N())) || got != c.want {
+				t.Errorf("calibration warning %v at mean square %.4g (band %.3g); want %v", got, ms, looBand(tab.N()), c.want)
+			}
+		})
+	}
 }

@@ -89,14 +89,16 @@ type JobSpec struct {
 	// rbf, matern12, matern32, matern52, or auto (exact and method auto only: the exact
 	// method fits rbf, matern52 and matern32 and keeps the one of highest marginal
 	// likelihood). Default: auto for exact and method auto, rbf for the other methods.
-	Kernel               string      `protobuf:"bytes,2,opt,name=kernel,proto3" json:"kernel,omitempty"`
-	Seed                 uint64      `protobuf:"varint,3,opt,name=seed,proto3" json:"seed,omitempty"`
-	LengthscaleBounds    []float64   `protobuf:"fixed64,4,rep,packed,name=lengthscale_bounds,json=lengthscaleBounds,proto3" json:"lengthscale_bounds,omitempty"`
-	SignalVarianceBounds []float64   `protobuf:"fixed64,5,rep,packed,name=signal_variance_bounds,json=signalVarianceBounds,proto3" json:"signal_variance_bounds,omitempty"`
-	NoiseVarianceBounds  []float64   `protobuf:"fixed64,6,rep,packed,name=noise_variance_bounds,json=noiseVarianceBounds,proto3" json:"noise_variance_bounds,omitempty"`
-	MaxIter              int32       `protobuf:"varint,7,opt,name=max_iter,json=maxIter,proto3" json:"max_iter,omitempty"`
-	Data                 *DataSource `protobuf:"bytes,13,opt,name=data,proto3" json:"data,omitempty"`
-	Shards               int32       `protobuf:"varint,14,opt,name=shards,proto3" json:"shards,omitempty"`
+	Kernel               string    `protobuf:"bytes,2,opt,name=kernel,proto3" json:"kernel,omitempty"`
+	Seed                 uint64    `protobuf:"varint,3,opt,name=seed,proto3" json:"seed,omitempty"`
+	LengthscaleBounds    []float64 `protobuf:"fixed64,4,rep,packed,name=lengthscale_bounds,json=lengthscaleBounds,proto3" json:"lengthscale_bounds,omitempty"`
+	SignalVarianceBounds []float64 `protobuf:"fixed64,5,rep,packed,name=signal_variance_bounds,json=signalVarianceBounds,proto3" json:"signal_variance_bounds,omitempty"`
+	NoiseVarianceBounds  []float64 `protobuf:"fixed64,6,rep,packed,name=noise_variance_bounds,json=noiseVarianceBounds,proto3" json:"noise_variance_bounds,omitempty"`
+	// Optimizer iterations at most; 0: the method's default for its settings (100; vof's
+	// full-batch L-BFGS, the Hermite basis without batch_rows: 300). The stored spec has it filled in.
+	MaxIter int32       `protobuf:"varint,7,opt,name=max_iter,json=maxIter,proto3" json:"max_iter,omitempty"`
+	Data    *DataSource `protobuf:"bytes,13,opt,name=data,proto3" json:"data,omitempty"`
+	Shards  int32       `protobuf:"varint,14,opt,name=shards,proto3" json:"shards,omitempty"`
 	// Seconds a round may wait for a shard with no live worker before the job fails (0: 300).
 	ShardTimeoutSeconds int32 `protobuf:"varint,15,opt,name=shard_timeout_seconds,json=shardTimeoutSeconds,proto3" json:"shard_timeout_seconds,omitempty"`
 	// The method's settings; its case must be the method's (auto for method auto). Unset

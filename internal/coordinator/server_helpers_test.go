@@ -17,7 +17,9 @@ import (
 
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/gpreduce/gpreduce/internal/auth"
 	"github.com/gpreduce/gpreduce/internal/engine"
@@ -162,6 +164,40 @@ func leaderOf(t testing.TB, servers []*runningServer) *runningServer {
 		return fmt.Errorf("no leader")
 	})
 	return leader
+}
+
+// submitToLeader submits req to whichever member leads, waiting out elections: under load (a
+// -race run beside training runs) leadership can move between two of a test's submissions.
+// A retry after an attempt that was committed finds the job there (AlreadyExists), which
+// counts as submitted; any other refusal fails the test.
+func submitToLeader(t testing.TB, ctx context.Context, servers []*runningServer, req *pb.SubmitJobRequest) {
+	t.Helper()
+	clients := map[string]pb.CoordinatorClient{}
+	eventually(t, time.Minute, "job "+req.GetId()+" submitted to the leader", func() error {
+		var leader *runningServer
+		for _, s := range servers {
+			if s.node.IsLeader() {
+				leader = s
+			}
+		}
+		if leader == nil {
+			return fmt.Errorf("no leader")
+		}
+		c, ok := clients[leader.APIAddr()]
+		if !ok {
+			c = dial(t, leader.APIAddr(), "")
+			clients[leader.APIAddr()] = c
+		}
+		_, err := c.SubmitJob(ctx, req)
+		switch status.Code(err) {
+		case codes.OK, codes.AlreadyExists:
+			return nil
+		case codes.FailedPrecondition, codes.Unavailable:
+			return err
+		}
+		t.Fatalf("submit %s: %v", req.GetId(), err)
+		return nil
+	})
 }
 
 // startWorkers runs n real workers that join through the given API addresses.

@@ -51,8 +51,9 @@ type Spec struct {
 // methods' own defaults are in their files.
 const (
 	// DefaultMaxIter is the optimizer budget of a method without its own (Method.MaxIter):
-	// L-BFGS iterations (exact, gl, rff, grief type2, kmcg's fit, the search's polish) or
-	// Adam steps (cg); L-BFGS stops earlier when converged.
+	// L-BFGS iterations (exact, gl, rff, grief type2 and type2-weights, the search's polish,
+	// which is kmcg's fit) or Adam steps (cg, vof's TrigVOF and minibatch runs); L-BFGS stops
+	// earlier when converged.
 	DefaultMaxIter      = 100
 	DefaultMaxFeatures  = 8192  // max_features of gl, rff, grief and auto
 	DefaultExactMaxRows = 5000  // exact_max_rows of exact, kmcg and auto

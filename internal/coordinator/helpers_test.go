@@ -20,7 +20,7 @@ func testLogger(t testing.TB) zerolog.Logger { return testutil.Logger(t, "COORDI
 // testRaftSecret is the raft secret of the test clusters.
 const testRaftSecret = "raft secret of the coordinator tests"
 
-func testContext(t testing.TB) context.Context { return testutil.Context(t) }
+func testContext(t testing.TB) context.Context { return testutil.ClusterContext(t) }
 
 // eventually polls cond until it returns nil (testutil.Eventually).
 func eventually(t testing.TB, timeout time.Duration, what string, cond func() error) {

@@ -36,8 +36,9 @@ const (
 	// WarnCalibration: the leave-one-out check on the training rows finds the predictive
 	// intervals too narrow or too wide: the mean square of the standardized leave-one-out
 	// residuals is far from the 1 of a model that fits the data (the kernel or the Gaussian
-	// noise model is misspecified; Bachoc 2013). exact, gl, rff and grief (type2,
-	// type2-weights) make the check.
+	// noise model is misspecified; Bachoc 2013). exact, cg, gl, rff and grief (type2,
+	// type2-weights) make the check on their own posteriors; kmcg up to exact-max-rows on the
+	// exact GP at its hyperparameters.
 	WarnCalibration = "calibration"
 	// WarnExtrapolation: rows to be predicted lie beyond the training inputs' range by more
 	// than ExtrapolationLengthscales lengthscales (the scaled distance to the box), where the prediction returns

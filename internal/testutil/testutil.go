@@ -52,11 +52,22 @@ func Logger(t testing.TB, env string) zerolog.Logger {
 		Level(level).With().Timestamp().Logger()
 }
 
-// Context returns a context that ends ContextWait after it is made or when the test ends.
-// Tests hold it across local training and cluster jobs, so, like Eventually's waits, its
-// deadline only bounds a hang.
+// Context returns a context that ends WaitSlack x 30 s after it is made or when the test
+// ends: like Eventually's waits, its deadline only bounds a hang (the remote engine's tests
+// hang on it when a round does not fail at once). Tests that hold one context across many
+// waits take ClusterContext.
 func Context(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), ContextWait)
+	return contextFor(t, WaitSlack*30*time.Second)
+}
+
+// ClusterContext returns a context that ends ContextWait after it is made or when the test
+// ends, for tests that hold it across local training, cluster jobs and many waits.
+func ClusterContext(t testing.TB) context.Context {
+	return contextFor(t, ContextWait)
+}
+
+func contextFor(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), d)
 	t.Cleanup(cancel)
 	return ctx
 }
@@ -66,7 +77,7 @@ func Context(t testing.TB) context.Context {
 // the one a timeout was chosen on. Tests that assert a bound on time measure it themselves.
 const WaitSlack = 6
 
-// ContextWait bounds a test's Context. A test holds it across all its waits, so it is longer
+// ContextWait bounds a ClusterContext. A test holds it across all its waits, so it is longer
 // than any one of them: under load (a 2-core machine shared with training runs) the 30 s it
 // once was did not hold TestServerTrainsGRIEF's two local fits and two jobs, and under -race
 // beside training runs 3 minutes did not hold them, nor TestRetentionBoundsState's waves of

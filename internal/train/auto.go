@@ -129,6 +129,8 @@ func (r *run) trainAuto(ctx context.Context, eng engine.Engine, spec Spec, p *pr
 	}
 	method, reason := chooseMethod(spec, p, ext)
 	autoSet := autoSettings(&spec)
+	// spec.MaxIter stays auto's: DefaultMaxIter, the default of every method auto chooses
+	// (none has its own Method.MaxIter); a method with its own would need it here.
 	use := func(method string) {
 		spec.Method, spec.Settings = method, chosenSettings(method, autoSet)
 		r.spec.Method, r.spec.Settings = spec.Method, spec.Settings

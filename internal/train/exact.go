@@ -91,7 +91,7 @@ func (r *run) trainExact(ctx context.Context, eng engine.Engine, p *prepared) (*
 	if err != nil {
 		return nil, fmt.Errorf("exact: %w", err)
 	}
-	warnLOO(m, resid, variance)
+	warnLOO(m, resid, variance, "")
 	return m, nil
 }
 

@@ -270,15 +270,16 @@ func (r *run) trainKMCG(ctx context.Context, eng engine.Engine, p *prepared) (*m
 	r.warnFit(m, p, theta, lower, upper, "")
 	// Step 11: the leave-one-out check (R&W eq. 5.12) of the exact GP at these
 	// hyperparameters, from step 10's Cholesky factor: kmcg predicts with that GP's variances
-	// (to the cache's gap) and a mean that approaches its mean as CG converges, so a kernel or
-	// noise model that does not fit the data shows in the same residuals. Above
-	// exact-max-rows there is no factor and no check.
-	if ll.exact != nil && ll.last != nil {
+	// (to the cache's gap) and a mean that approaches its mean as CG converges (with a
+	// subset, a subset's solve), so a kernel or noise model that does not fit the data shows
+	// in the same residuals. The warning says which model was checked. Above exact-max-rows
+	// there is no factor and no check.
+	if ll.last != nil {
 		resid, variance, err := ll.last.LOO()
 		if err != nil {
 			return nil, fmt.Errorf("kmcg: %w", err)
 		}
-		warnLOO(m, resid, variance)
+		warnLOO(m, resid, variance, " of the exact GP at these hyperparameters (kmcg predicts with its variances)")
 	}
 	return m, nil
 }
@@ -291,7 +292,9 @@ func (r *run) trainKMCG(ctx context.Context, eng engine.Engine, p *prepared) (*m
 type kmcgLogLik struct {
 	exact *exactProblem
 	cg    *cgProblem
-	// last is the exact GP of at's last call with exact set (step 10's, when it is the last).
+	// last is the exact GP of at's last call with exact set: step 10's, as nothing calls at
+	// after it (the kernel check of step 3 goes through exact.allRowsLML). It shares the
+	// exactProblem's workspace, so it is valid until the next build (solver.NewExactIn).
 	last *solver.Exact
 }
 

@@ -28,8 +28,9 @@ func looBand(n int) float64 { return max(0.25, 4*math.Sqrt(2/float64(n))) }
 
 // warnLOO adds a WarnCalibration warning to m when the leave-one-out residuals resid and
 // variances variance of the training rows (noise included; solver.Exact.LOO) are not
-// calibrated (warnCalibration).
-func warnLOO(m *model.Model, resid, variance []float64) {
+// calibrated (warnCalibration); of names the model checked when it is not m's own posterior
+// ("" for m's).
+func warnLOO(m *model.Model, resid, variance []float64, of string) {
 	n := len(resid)
 	if n < looMinRows {
 		return
@@ -43,7 +44,7 @@ func warnLOO(m *model.Model, resid, variance []float64) {
 	if err != nil {
 		return
 	}
-	warnCalibration(m, n, ms/float64(n), ms/float64(n), sc.Coverage95)
+	warnCalibration(m, n, ms/float64(n), ms/float64(n), sc.Coverage95, of)
 }
 
 // checkLOO runs the leave-one-out check of a model whose posterior is the exact GP posterior
@@ -83,11 +84,11 @@ func (r *run) checkLOO(ctx context.Context, eng engine.Engine, m *model.Model, g
 	n := sum.Parts[0][2]
 	lo, hi, cov := sum.Parts[0][3]/n, sum.Parts[0][0]/n, sum.Parts[0][1]/n
 	r.obs(Event{Phase: "loo", Message: fmt.Sprintf("standardized leave-one-out residuals: %s (1 +- %.2g for a model that fits), %.1f%% inside their 95%% intervals", meanSquareText(lo, hi, 4), looBand(int(n)), 100*cov)})
-	warnCalibration(m, int(n), lo, hi, cov)
+	warnCalibration(m, int(n), lo, hi, cov, "")
 	return nil
 }
 
-// warnCalibration adds a WarnCalibration warning to m when the mean square of the n
+// warnCalibration adds a WarnCalibration warning to m (of: as in warnLOO) when the mean square of the n
 // standardized leave-one-out residuals z_i = (y_i - mu_-i) / sigma_-i of the training rows,
 // known to lie in [msLo, msHi] (equal for an exact posterior), is outside 1 +- looBand(n)
 // wherever it lies in that range; coverage is the share of |z_i| <= 1.96.
@@ -96,7 +97,7 @@ func (r *run) checkLOO(ctx context.Context, eng engine.Engine, m *model.Model, g
 // "Cross validation and maximum likelihood estimations of hyper-parameters of Gaussian
 // processes with model misspecification"), and the test intervals are off by about the
 // square root of the mean square (yacht: 1.2-1.4x too narrow).
-func warnCalibration(m *model.Model, n int, msLo, msHi, coverage float64) {
+func warnCalibration(m *model.Model, n int, msLo, msHi, coverage float64, of string) {
 	if n < looMinRows {
 		return
 	}
@@ -114,8 +115,8 @@ func warnCalibration(m *model.Model, n int, msLo, msHi, coverage float64) {
 	if msLo != msHi {
 		what += " (the cached variances' tolerance)"
 	}
-	m.Warn(model.WarnCalibration, "leave-one-out check on the %d training rows: the standardized residuals (y_i - mu_-i) / sigma_-i have %s where a model that fits gives 1 +- %.2g, and %.1f%% lie in their 95%% intervals: the predictive intervals are likely %s (by about %.2gx in standard deviation); the kernel or the Gaussian noise does not fit these data (a non-stationary signal, heavy-tailed or input-dependent noise; a transformed target, e.g. its log, may fit better)",
-		n, what, band, 100*coverage, side, sdFactor(ms))
+	m.Warn(model.WarnCalibration, "leave-one-out check%s on the %d training rows: the standardized residuals (y_i - mu_-i) / sigma_-i have %s where a model that fits gives 1 +- %.2g, and %.1f%% lie in their 95%% intervals: the predictive intervals are likely %s (by about %.2gx in standard deviation); the kernel or the Gaussian noise does not fit these data (a non-stationary signal, heavy-tailed or input-dependent noise; a transformed target, e.g. its log, may fit better)",
+		of, n, what, band, 100*coverage, side, sdFactor(ms))
 }
 
 // meanSquareText is "mean square X" for a known mean square, or "mean square between lo and

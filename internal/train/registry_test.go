@@ -221,8 +221,18 @@ func TestDefaultMaxIter(t *testing.T) {
 	if got := DefaultSpec("vof").MaxIter; got != VOFLBFGSMaxIter {
 		t.Errorf("DefaultSpec(vof).MaxIter = %d, want %d", got, VOFLBFGSMaxIter)
 	}
-	if VOFLBFGSMaxIter <= DefaultMaxIter {
-		t.Errorf("VOFLBFGSMaxIter %d is not above DefaultMaxIter %d", VOFLBFGSMaxIter, DefaultMaxIter)
+	// A spec without a budget takes its method's for its current settings when it runs.
+	for _, c := range []struct {
+		s    Spec
+		want int
+	}{
+		{Spec{Method: "vof", Kernel: "rbf"}, VOFLBFGSMaxIter},
+		{Spec{Method: "vof", Kernel: "rbf", Settings: &pb.VOFSettings{Basis: "trig"}}, DefaultMaxIter},
+		{Spec{Method: "exact"}, DefaultMaxIter},
+	} {
+		if got := c.s.maxIter(); got != c.want {
+			t.Errorf("%s %v: maxIter() = %d, want %d", c.s.Method, c.s.Settings, got, c.want)
+		}
 	}
 }
 

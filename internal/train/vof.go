@@ -215,7 +215,8 @@ func tensorSide(mod vof.Model) (m1, features int) {
 // which stops when converged: the additive layout's bound is flat along components that
 // switch off, and on concrete's ten splits (d = 8) L-BFGS converges in 83-125 iterations,
 // so DefaultMaxIter would stop seven of them unconverged. Adam runs (TrigVOF, minibatches)
-// take every step of their schedule and keep DefaultMaxIter.
+// take every step of their schedule and keep DefaultMaxIter. The search's polish of vof's
+// start on its sampled rows (search.go) has the same budget.
 const VOFLBFGSMaxIter = 300
 
 // vofMaxIter is vof's Method.MaxIter: VOFLBFGSMaxIter for full-batch L-BFGS, else

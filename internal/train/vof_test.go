@@ -44,6 +44,7 @@ func vofSpec(kv ...any) Spec {
 	for i := 0; i < len(kv); i += 2 {
 		set(&s, kv[i].(string), kv[i+1])
 	}
+	s.MaxIter = defaultMaxIter(&s) // a job's budget with these settings (SpecFromJobSpec)
 	return s
 }
 

@@ -155,15 +155,22 @@ func leaderOf(t testing.TB, servers []*runningServer) *runningServer {
 	t.Helper()
 	var leader *runningServer
 	eventually(t, 10*time.Second, "a leader", func() error {
-		for _, s := range servers {
-			if s.node.IsLeader() {
-				leader = s
-				return nil
-			}
+		if leader = currentLeader(servers); leader == nil {
+			return fmt.Errorf("no leader")
 		}
-		return fmt.Errorf("no leader")
+		return nil
 	})
 	return leader
+}
+
+// currentLeader returns the member that leads now, or nil.
+func currentLeader(servers []*runningServer) *runningServer {
+	for _, s := range servers {
+		if s.node.IsLeader() {
+			return s
+		}
+	}
+	return nil
 }
 
 // submitToLeader submits req to whichever member leads, waiting out elections: under load (a
@@ -174,12 +181,7 @@ func submitToLeader(t testing.TB, ctx context.Context, servers []*runningServer,
 	t.Helper()
 	clients := map[string]pb.CoordinatorClient{}
 	eventually(t, time.Minute, "job "+req.GetId()+" submitted to the leader", func() error {
-		var leader *runningServer
-		for _, s := range servers {
-			if s.node.IsLeader() {
-				leader = s
-			}
-		}
+		leader := currentLeader(servers)
 		if leader == nil {
 			return fmt.Errorf("no leader")
 		}

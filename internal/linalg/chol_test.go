@@ -220,3 +220,48 @@ func TestInverseNorm2(t *testing.T) {
 		}
 	}
 }
+
+// TestInverseUTo checks W = U^-1 from a factorisation: U W = I, to the rounding of the
+// triangular solve, W zero below the diagonal, for sizes on both sides of the blocking; and
+// the error without a factorisation or with a destination of the wrong length.
+func TestInverseUTo(t *testing.T) {
+	rng := rand.New(rand.NewPCG(10, 11))
+	for _, n := range []int{1, 5, 33, 70, 300} {
+		var c Cholesky
+		if !c.Factorize(mat.NewSymDense(n, randSPD(rng, n))) {
+			t.Fatalf("n=%d: not positive definite", n)
+		}
+		w := make([]float64, n*n)
+		if err := c.InverseUTo(w); err != nil {
+			t.Fatal(err)
+		}
+		u := c.RawU()
+		var worst float64
+		for i := range n {
+			for j := range n {
+				if j < i && w[i*n+j] != 0 {
+					t.Fatalf("n=%d: W[%d][%d] = %v below the diagonal", n, i, j, w[i*n+j])
+				}
+				var s float64 // (U W)_ij
+				for k := i; k < n; k++ {
+					s += u.Data[i*u.Stride+k] * w[k*n+j]
+				}
+				if i == j {
+					s--
+				}
+				worst = max(worst, math.Abs(s))
+			}
+		}
+		if worst > 1e-12 {
+			t.Errorf("n=%d: max |U W - I| = %v", n, worst)
+		}
+	}
+	var c Cholesky
+	if err := c.InverseUTo(nil); err == nil {
+		t.Error("InverseUTo without a factorisation returned no error")
+	}
+	c.Factorize(mat.NewSymDense(2, []float64{2, 0, 0, 2}))
+	if err := c.InverseUTo(make([]float64, 3)); err == nil {
+		t.Error("InverseUTo into 3 values for n = 2 returned no error")
+	}
+}

@@ -171,6 +171,21 @@ func (c *Cholesky) inverseU() []float64 {
 	return w
 }
 
+// InverseUTo sets dst (length n*n, row-major with stride n) to W = U^-1, the inverse of the
+// upper triangular factor (A = U^T U, so A^-1 = W W^T), zero below the diagonal: the
+// triangular inverse of InverseTo and InverseDiag (about n^3/3 multiply-adds). For callers
+// that keep a factor of A^-1 itself (a variational covariance S = A^-1), not for solves.
+func (c *Cholesky) InverseUTo(dst []float64) error {
+	if !c.ok {
+		return ErrNotFactorized
+	}
+	if len(dst) != c.n*c.n {
+		return errors.New("linalg: Cholesky: InverseUTo: destination length mismatch")
+	}
+	copy(dst, c.inverseU())
+	return nil
+}
+
 // InverseDiag sets dst[i] = (A^-1)_ii for i < n: with W = U^-1 (A^-1 = W W^T) it is the
 // squared norm of row i of W, formed by the same triangular inverse as InverseTo (about
 // n^3/3 multiply-adds, a third of InverseTo). dst must have length n.

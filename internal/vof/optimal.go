@@ -5,6 +5,8 @@ import (
 	"math"
 
 	"gonum.org/v1/gonum/mat"
+
+	"github.com/gpreduce/gpreduce/internal/linalg"
 )
 
 // OptimalQ returns the variational mean and covariance factor that maximise the ELBO at p's
@@ -16,8 +18,10 @@ import (
 //
 // so that ELBOKuf at the result is the collapsed bound, and its gradient in the
 // hyperparameters is the gradient of the collapsed bound (the m and S gradients vanish). The
-// dense factor L (S* = L L^T, L lower) is J R^-T J for the Cholesky factor R of J A J, with J
-// the order reversal; A itself is never inverted.
+// dense factor L (S* = L L^T, L lower) is J U^-1 J for the Cholesky factor J A J = U^T U, with
+// J the order reversal; A itself is never inverted. Both factorisations and U^-1 go through
+// the compute core (internal/linalg): at M = 3375 (15 Hermite features on each of 3 inputs)
+// gonum's took 4.6 s per evaluation for the diagonal S and 12.4 s for the dense one.
 func OptimalQ(mod Model, p *Params, KY, KK []float64, n, nTotal int) (mean, chol []float64, err error) {
 	M := len(KY)
 	if len(KK) != M*M || n <= 0 {
@@ -34,7 +38,7 @@ func OptimalQ(mod Model, p *Params, KY, KK []float64, n, nTotal int) (mean, chol
 			A.SetSym(i, j, v)
 		}
 	}
-	var ch mat.Cholesky
+	var ch linalg.Cholesky
 	if !ch.Factorize(A) {
 		return nil, nil, fmt.Errorf("VOF optimal q: I + KK/sigma^2 is not numerically positive definite (noise %g)", p.Noise)
 	}
@@ -57,27 +61,25 @@ func OptimalQ(mod Model, p *Params, KY, KK []float64, n, nTotal int) (mean, chol
 		}
 		return mean, chol, nil
 	}
-	// JAJ = R R^T (R lower); A^-1 = J R^-T R^-1 J, and J R^-T J is lower triangular.
+	// JAJ = U^T U; A^-1 = J U^-1 U^-T J, and L = J U^-1 J is lower triangular.
 	JA := mat.NewSymDense(M, nil)
 	for i := 0; i < M; i++ {
 		for j := i; j < M; j++ {
 			JA.SetSym(i, j, A.At(M-1-i, M-1-j))
 		}
 	}
-	var cr mat.Cholesky
+	var cr linalg.Cholesky
 	if !cr.Factorize(JA) {
 		return nil, nil, fmt.Errorf("VOF optimal q: reversed I + KK/sigma^2 is not numerically positive definite")
 	}
-	var U mat.TriDense // JAJ = U^T U, so R = U^T and R^-T = U^-1 (upper)
-	cr.UTo(&U)
-	var Ui mat.TriDense
-	if err := Ui.InverseTri(&U); err != nil {
+	W := make([]float64, M*M)
+	if err := cr.InverseUTo(W); err != nil {
 		return nil, nil, fmt.Errorf("VOF optimal q: %w", err)
 	}
 	chol = make([]float64, M*M)
 	for i := 0; i < M; i++ {
 		for j := 0; j <= i; j++ {
-			chol[i*M+j] = Ui.At(M-1-i, M-1-j)
+			chol[i*M+j] = W[(M-1-i)*M+M-1-j]
 		}
 	}
 	return mean, chol, nil

@@ -1,6 +1,7 @@
 package vof
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -121,25 +122,151 @@ func TestStatsMerge(t *testing.T) {
 }
 
 // TestOptimalQ: at OptimalQ the gradient in m and S vanishes (so ELBOKuf is the collapsed
-// bound there), for diagonal and dense S, and the dense factor satisfies A L L^T = I.
+// bound there), for diagonal and dense S, and the dense factor satisfies A L L^T = I with
+// A = I + KK/sigma^2; at M = 10 and at M = 19^2 = 361, past the compute core's blocking (its
+// factorisations, triangular inverse, Syrk and Gemm run their blocked paths).
 func TestOptimalQ(t *testing.T) {
-	X, y := gpData(120, 1, 3, 43)
-	for _, dense := range []bool{false, true} {
-		mod := Model{Basis: Hermite, Family: kernel.RBF, Dim: 1, M1: 10, Dense: dense}
-		p := randomParams(t, mod, []float64{0.8}, []float64{1.2}, 0.05, []float64{1.7}, 3)
-		_, g := optimalELBO(t, mod, p, X, y, 0, true)
-		M := len(p.Mean)
-		for i, v := range g.Mean {
-			if math.Abs(v) > 1e-8 {
-				t.Errorf("dense=%v: dF/dm_%d = %g at the optimum", dense, i, v)
+	cases := []struct {
+		dim, m1 int
+		tol     float64
+	}{{1, 10, 1e-7}, {2, 19, 1e-6}}
+	for _, c := range cases {
+		X, y := gpData(120*c.dim, c.dim, 3, 43)
+		for _, dense := range []bool{false, true} {
+			mod := Model{Basis: Hermite, Family: kernel.RBF, Dim: c.dim, M1: c.m1, Dense: dense}
+			p := randomParams(t, mod, []float64{0.8, 1.1}[:c.dim], []float64{1.2}, 0.05, []float64{1.7, 1.3}[:c.dim], 3)
+			_, g := optimalELBO(t, mod, p, X, y, 0, true)
+			M := len(p.Mean)
+			name := fmt.Sprintf("M=%d dense=%v", M, dense)
+			for i, v := range g.Mean {
+				if !(math.Abs(v) <= c.tol) {
+					t.Errorf("%s: dF/dm_%d = %g at the optimum", name, i, v)
+				}
+			}
+			for i, v := range g.Chol {
+				if !(math.Abs(v) <= c.tol) {
+					t.Errorf("%s: dF/dL entry %d = %g at the optimum", name, i, v)
+				}
+			}
+			if !dense {
+				continue
+			}
+			fm, err := NewFeatureMap(mod, p, 0, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := AccumulateKuf(fm, p, X, y, c.dim, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// (A L) L^T - I, with L lower triangular.
+			AL := make([]float64, M*M)
+			for i := 0; i < M; i++ {
+				for j := 0; j < M; j++ {
+					var a float64
+					for k := j; k < M; k++ {
+						aik := st.KK[i*M+k] / p.Noise
+						if i == k {
+							aik++
+						}
+						a += aik * p.Chol[k*M+j]
+					}
+					AL[i*M+j] = a
+				}
+			}
+			var worst float64
+			for i := 0; i < M; i++ {
+				for j := 0; j < M; j++ {
+					var a float64
+					for k := 0; k <= j; k++ {
+						a += AL[i*M+k] * p.Chol[j*M+k]
+					}
+					if i == j {
+						a--
+					}
+					worst = max(worst, math.Abs(a))
+				}
+			}
+			if !(worst <= 1e-9) {
+				t.Errorf("%s: max |A L L^T - I| = %g", name, worst)
 			}
 		}
-		for i, v := range g.Chol {
-			if math.Abs(v) > 1e-7 {
-				t.Errorf("dense=%v: dF/dL entry %d = %g at the optimum", dense, i, v)
-			}
+	}
+}
+
+// TestDenseELBOLarge: the dense ELBO and its gradient in L (Syrk and Gemm through the compute
+// core) equal the sums of coreELBO's definition evaluated entry by entry, at M = 361, past the
+// core's blocking, for a random lower factor whose strict upper triangle holds values that
+// must not be read.
+func TestDenseELBOLarge(t *testing.T) {
+	mod := Model{Basis: Hermite, Family: kernel.RBF, Dim: 2, M1: 19, Dense: true}
+	X, y := gpData(300, 2, 3, 47)
+	p := randomParams(t, mod, []float64{0.8, 1.1}, []float64{1.2}, 0.05, []float64{1.7, 1.3}, 9)
+	M := len(p.Mean)
+	for i := 0; i < M; i++ {
+		for j := i + 1; j < M; j++ {
+			p.Chol[i*M+j] = math.NaN()
 		}
-		_ = M
+	}
+	fm, err := NewFeatureMap(mod, p, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := AccumulateKuf(fm, p, X, y, 2, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := mod.NewGrad(M)
+	got, err := ELBOKuf(mod, p, st, 600, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The reference: S = L L^T and dF/dL = 2 c KKs L - L + diag(1/L_jj), entry by entry.
+	L, KK, m, s2 := p.Chol, st.KK, p.Mean, p.Noise
+	scale := 600.0 / float64(st.N)
+	c := -scale / (2 * s2)
+	var mKm, mKY, trKK, sKK, KL, mm float64
+	for i := 0; i < M; i++ {
+		for j := 0; j < M; j++ {
+			ks := 0.5 * (KK[i*M+j] + KK[j*M+i])
+			mKm += m[i] * ks * m[j]
+			var sij float64
+			for k := 0; k <= min(i, j); k++ {
+				sij += L[i*M+k] * L[j*M+k]
+			}
+			sKK += sij * ks
+		}
+		mKY += m[i] * st.KY[i]
+		trKK += KK[i*M+i]
+		mm += m[i] * m[i]
+		for k := 0; k <= i; k++ {
+			KL += L[i*M+k] * L[i*M+k]
+		}
+		KL -= 2 * math.Log(L[i*M+i])
+	}
+	KL = 0.5 * (KL + mm - float64(M))
+	quad := st.YY - 2*mKY + mKm + sKK - trKK + float64(st.N)*priorVariance(p)
+	want := scale*(-float64(st.N)/2*math.Log(2*math.Pi*s2)-quad/(2*s2)) - KL
+	if !(math.Abs(got-want) <= 1e-10*math.Abs(want)) {
+		t.Errorf("ELBO %.15g, entry by entry %.15g", got, want)
+	}
+	var worst, size float64
+	for i := 0; i < M; i++ {
+		for j := 0; j <= i; j++ {
+			var a float64
+			for k := j; k < M; k++ {
+				a += 0.5 * (KK[i*M+k] + KK[k*M+i]) * L[k*M+j]
+			}
+			v := 2*c*a - L[i*M+j]
+			if i == j {
+				v += 1 / L[i*M+i]
+			}
+			worst = max(worst, math.Abs(g.Chol[i*M+j]-v))
+			size = max(size, math.Abs(v))
+		}
+	}
+	if !(worst <= 1e-10*size) {
+		t.Errorf("dF/dL: max difference %g from the entry-by-entry sums (largest entry %g)", worst, size)
 	}
 }
 

@@ -7,6 +7,9 @@ the Go benchmarks in internal/linalg and internal/kernel. Threads: OPENBLAS_NUM_
     bench-core.py THREADS      time the references with THREADS threads
     bench-core.py --summary    read a bench-core.sh log on stdin, print the best of each
                                measurement over the rounds and the ratios to the reference
+    bench-core.py --solvers    scipy/OpenBLAS references for BenchmarkOptimalQ,
+                               BenchmarkELBOKufDense (internal/vof), BenchmarkFitFeatures
+                               (internal/solver) and BenchmarkGRIEFPosterior (internal/train)
 """
 import sys, time, math, re
 
@@ -52,6 +55,43 @@ def references(threads):
         for name, f in (("rbf", rbf), ("matern32", m32)):
             t = best(f, reps)
             print(f"REF block {name}/{m}x{nb} threads={threads} {t/(m*nb)*1e9:.3f} ns/entry  (torch cdist+exp)")
+
+
+def solvers():
+    """The same dense operations as the Go benchmarks named in the docstring, on random
+    matrices of their sizes (Fortran order, so scipy makes no copies): seconds, best of 3."""
+    import numpy as np
+    from scipy.linalg import lapack, blas
+    rng = np.random.default_rng(1)
+    M = 3375  # vof: 15 Hermite features on each of 3 inputs
+    X = rng.standard_normal((M, 200))
+    A = np.asfortranarray(np.eye(M) + X @ X.T / 0.05)
+    b = rng.standard_normal(M)
+    def diag():
+        c, _ = lapack.dpotrf(A, lower=0)
+        lapack.dpotrs(c, b, lower=0)
+    def dense():
+        diag()
+        u, _ = lapack.dpotrf(np.asfortranarray(A[::-1, ::-1]), lower=0)
+        lapack.dtrtri(u, lower=0)
+    L = np.asfortranarray(np.tril(rng.standard_normal((M, M))))
+    def elbo():
+        blas.dsyrk(1.0, L)
+        blas.dgemm(1.0, A, L)
+    print(f"REF optimalq diag M={M} {best(diag, 3):.3f} s  (dpotrf + dpotrs)")
+    print(f"REF optimalq dense M={M} {best(dense, 3):.3f} s  (2 dpotrf + dpotrs + dtrtri)")
+    print(f"REF elbo dense M={M} {best(elbo, 3):.3f} s  (dsyrk + dgemm)")
+    for s in (1024, 4096):
+        Z = rng.standard_normal((s, s))
+        B = np.asfortranarray(Z @ Z.T / s + np.eye(s))
+        def fit():
+            c, _ = lapack.dpotrf(B, lower=0)
+            lapack.dtrtri(c, lower=0)
+        print(f"REF fitfeatures s={s} {best(fit, 3):.3f} s  (dpotrf + dtrtri, the O(s^3) part)")
+    for p in (1000, 4000):
+        T = np.asfortranarray(rng.standard_normal((p, p)))
+        d = rng.random(p)
+        print(f"REF griefposterior p={p} {best(lambda: blas.dgemm(1.0, T * d, T, trans_b=1), 3):.3f} s  (T S T^T, S diagonal)")
 
 
 def summary(lines):
@@ -104,5 +144,7 @@ def summary(lines):
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--summary":
         summary(sys.stdin)
+    elif len(sys.argv) > 1 and sys.argv[1] == "--solvers":
+        solvers()
     else:
         references(int(sys.argv[1]) if len(sys.argv) > 1 else 1)

@@ -3,6 +3,9 @@
 # torch references, alternated in ROUNDS rounds (default 3) on this machine, with 1 thread
 # and with all cores; then the best of each over the rounds and the ratios. The load average
 # is printed before every round. Not in CI. Usage: [ROUNDS=n] scripts/bench-core.sh [log]
+# With --solvers instead: the dense solver steps of vof, gl/rff and GRIEF (BenchmarkOptimalQ,
+# BenchmarkELBOKufDense, BenchmarkFitFeatures, BenchmarkGRIEFPosterior) and their
+# scipy/OpenBLAS references (bench-core.py --solvers), once each, all cores.
 set -e
 cd "$(dirname "$0")/.."
 cores=$(nproc)
@@ -13,6 +16,15 @@ if ! /usr/bin/python3 -c 'import numpy, scipy, torch' 2>/dev/null; then
 	if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then SUDO=sudo; else SUDO=; fi
 	$SUDO apt-get update -qq
 	$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-numpy python3-scipy python3-torch >/dev/null
+fi
+if [ "${1:-}" = "--solvers" ]; then
+	echo "== load average $(cut -d' ' -f1-3 /proc/loadavg)"
+	/usr/bin/python3 scripts/bench-core.py --solvers
+	go test -run XXX -bench 'OptimalQ|ELBOKufDense' -benchtime 3x ./internal/vof/ | grep Benchmark
+	go test -run XXX -bench FitFeatures -benchtime 3x ./internal/solver/ | grep Benchmark
+	go test -run XXX -bench GRIEFPosterior -benchtime 3x ./internal/train/ | grep Benchmark
+	echo "== load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"
+	exit 0
 fi
 bin=$(mktemp -d)
 go test -c -o "$bin/linalg.test" ./internal/linalg/

@@ -252,7 +252,7 @@ func TestInverseUTo(t *testing.T) {
 				worst = max(worst, math.Abs(s))
 			}
 		}
-		if worst > 1e-12 {
+		if !(worst <= 1e-12) {
 			t.Errorf("n=%d: max |U W - I| = %v", n, worst)
 		}
 	}

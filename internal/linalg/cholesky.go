@@ -172,9 +172,10 @@ func (c *Cholesky) inverseU() []float64 {
 }
 
 // InverseUTo sets dst (length n*n, row-major with stride n) to W = U^-1, the inverse of the
-// upper triangular factor (A = U^T U, so A^-1 = W W^T), zero below the diagonal: the
-// triangular inverse of InverseTo and InverseDiag (about n^3/3 multiply-adds). For callers
-// that keep a factor of A^-1 itself (a variational covariance S = A^-1), not for solves.
+// upper triangular factor (A = U^T U, so A^-1 = W W^T), zero below the diagonal, by the
+// triangular inverse of InverseTo and InverseDiag (about n^3/6 multiply-adds), formed in dst
+// itself. For callers that keep a factor of A^-1 as such (a variational covariance S = A^-1),
+// not for solves.
 func (c *Cholesky) InverseUTo(dst []float64) error {
 	if !c.ok {
 		return ErrNotFactorized
@@ -182,13 +183,14 @@ func (c *Cholesky) InverseUTo(dst []float64) error {
 	if len(dst) != c.n*c.n {
 		return errors.New("linalg: Cholesky: InverseUTo: destination length mismatch")
 	}
-	copy(dst, c.inverseU())
+	clear(dst)
+	invUpper(bestKernel, c.u, dst, c.n)
 	return nil
 }
 
 // InverseDiag sets dst[i] = (A^-1)_ii for i < n: with W = U^-1 (A^-1 = W W^T) it is the
 // squared norm of row i of W, formed by the same triangular inverse as InverseTo (about
-// n^3/3 multiply-adds, a third of InverseTo). dst must have length n.
+// n^3/6 multiply-adds, a third of InverseTo). dst must have length n.
 func (c *Cholesky) InverseDiag(dst []float64) error {
 	if !c.ok {
 		return ErrNotFactorized
@@ -210,7 +212,7 @@ func (c *Cholesky) InverseDiag(dst []float64) error {
 
 // InverseNorm2 returns ||T^-1||_F^2, the sum of the squares of the entries of the inverse of
 // the non-unit triangular t; for the Cholesky factor of P (P = L L^T or U^T U) it is
-// tr(P^-1). The inverse is formed by invUpper (about n^3/3 multiply-adds, a third of a
+// tr(P^-1). The inverse is formed by invUpper (about n^3/6 multiply-adds, a third of a
 // triangular solve against the full identity), after transposing a lower t (||T^-1||_F =
 // ||T^-T||_F).
 func InverseNorm2(t blas64.Triangular) float64 {

@@ -3,6 +3,8 @@ package train
 import (
 	"context"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"runtime"
 	"testing"
 
@@ -62,5 +64,29 @@ func BenchmarkGRIEFIteration(b *testing.B) {
 				b.ReportMetric(float64(basis.pt), "rank")
 			})
 		}
+	}
+}
+
+// BenchmarkGRIEFPosterior is the posterior's map to the features at the end of a GRIEF fit,
+// beta = T bv and C = T S T^T with T = V~ Sigma~^-1 (griefBasis.posterior), at p = p~ = 1000
+// and 4000 (the ladder's top) with random eigenvectors. Not in CI:
+//
+//	go test -run XXX -bench GRIEFPosterior -benchtime 3x ./internal/train/
+func BenchmarkGRIEFPosterior(b *testing.B) {
+	for _, p := range []int{1000, 4000} {
+		b.Run(fmt.Sprintf("p=%d", p), func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(3, uint64(p)))
+			g := &griefBasis{p: p, pt: p, n: 10 * p, v: make([]float64, p*p), sig2: make([]float64, p), rt: make([]float64, p)}
+			for i := range g.v {
+				g.v[i] = rng.NormFloat64() / math.Sqrt(float64(p))
+			}
+			w := make([]float64, p)
+			for i := range g.sig2 {
+				g.sig2[i], g.rt[i], w[i] = 1+rng.Float64(), rng.NormFloat64(), 1
+			}
+			for b.Loop() {
+				g.posterior(w, 0.1)
+			}
+		})
 	}
 }

@@ -58,7 +58,7 @@ func checkGrad(t *testing.T, name string, x, grad []float64, f func(x []float64)
 		xp[i] += h
 		xm[i] -= h
 		fd := (f(xp) - f(xm)) / (2 * h)
-		if diff := math.Abs(fd - grad[i]); diff > tol*math.Max(1, math.Abs(fd)) {
+		if diff := math.Abs(fd - grad[i]); !(diff <= tol*math.Max(1, math.Abs(fd))) { // NaN fails
 			t.Errorf("%s: gradient %d: analytic %.10g, central difference %.10g", name, i, grad[i], fd)
 		}
 	}

@@ -41,14 +41,7 @@ func benchTensor3(b *testing.B, dense bool) (Model, *Params, *KufStats) {
 		b.Fatal(err)
 	}
 	X, y := gpData(200, 3, 2, 1)
-	fm, err := NewFeatureMap(mod, p, 0, 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	st, err := AccumulateKuf(fm, p, X, y, 3, true)
-	if err != nil {
-		b.Fatal(err)
-	}
+	st := kufStats(b, mod, p, X, y, 0, 0, true)
 	if p.Mean, p.Chol, err = OptimalQ(mod, p, st.KY, st.KK, st.N, 2000); err != nil {
 		b.Fatal(err)
 	}

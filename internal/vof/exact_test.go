@@ -388,14 +388,15 @@ func sampleGP(t *testing.T, X []float64, v, l, noise float64, seed uint64) []flo
 // optimalELBO is the ELBO at the optimal q (dense or diagonal) for the model's hyperparameters.
 func optimalELBO(t *testing.T, mod Model, p *Params, X, y []float64, quad int, grad bool) (float64, *Grad) {
 	t.Helper()
-	fm, err := NewFeatureMap(mod, p, quad, maxAbs(X))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := AccumulateKuf(fm, p, X, y, mod.Dim, grad)
-	if err != nil {
-		t.Fatal(err)
-	}
+	F, g, _ := optimalELBOStats(t, mod, p, X, y, quad, grad)
+	return F, g
+}
+
+// optimalELBOStats is optimalELBO that also returns the statistics it was computed from.
+func optimalELBOStats(t *testing.T, mod Model, p *Params, X, y []float64, quad int, grad bool) (float64, *Grad, *KufStats) {
+	t.Helper()
+	st := kufStats(t, mod, p, X, y, quad, maxAbs(X), grad)
+	var err error
 	p.Mean, p.Chol, err = OptimalQ(mod, p, st.KY, st.KK, st.N, st.N)
 	if err != nil {
 		t.Fatal(err)
@@ -408,7 +409,7 @@ func optimalELBO(t *testing.T, mod Model, p *Params, X, y []float64, quad int, g
 	if err != nil {
 		t.Fatal(err)
 	}
-	return F, g
+	return F, g, st
 }
 
 func maxAbs(x []float64) float64 {

@@ -63,3 +63,18 @@ func checkGrad(t *testing.T, name string, x, grad []float64, f func(x []float64)
 		}
 	}
 }
+
+// kufStats returns the statistics of the rows X, y for mod at p, with their gradients when
+// grad is set (the feature map built with quad quadrature nodes and inputs bounded by xmax).
+func kufStats(tb testing.TB, mod Model, p *Params, X, y []float64, quad int, xmax float64, grad bool) *KufStats {
+	tb.Helper()
+	fm, err := NewFeatureMap(mod, p, quad, xmax)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	st, err := AccumulateKuf(fm, p, X, y, mod.Dim, grad)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return st
+}

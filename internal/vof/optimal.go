@@ -30,10 +30,15 @@ func OptimalQ(mod Model, p *Params, KY, KK []float64, n, nTotal int) (mean, chol
 		return nil, nil, fmt.Errorf("VOF optimal q: %d-vector with %d matrix entries over %d rows", M, len(KK), n)
 	}
 	c := float64(nTotal) / float64(n) / p.Noise
+	// A, or for a dense S directly J A J (rows and columns in reverse order).
+	r := func(i int) int { return i }
+	if mod.Dense {
+		r = func(i int) int { return M - 1 - i }
+	}
 	A := mat.NewSymDense(M, nil)
 	for i := 0; i < M; i++ {
 		for j := i; j < M; j++ {
-			v := c * 0.5 * (KK[i*M+j] + KK[j*M+i])
+			v := c * 0.5 * (KK[r(i)*M+r(j)] + KK[r(j)*M+r(i)])
 			if i == j {
 				v++
 			}
@@ -60,15 +65,9 @@ func OptimalQ(mod Model, p *Params, KY, KK []float64, n, nTotal int) (mean, chol
 		}
 		return mean, chol, nil
 	}
-	// JAJ = U^T U; A^-1 = J U^-1 U^-T J, and L = J U^-1 J is lower triangular.
-	JA := mat.NewSymDense(M, nil)
-	for i := 0; i < M; i++ {
-		for j := i; j < M; j++ {
-			JA.SetSym(i, j, A.At(M-1-i, M-1-j))
-		}
-	}
+	// A holds J A J = U^T U; A^-1 = J U^-1 U^-T J, and L = J U^-1 J is lower triangular.
 	var cr linalg.Cholesky
-	if !cr.Factorize(JA) {
+	if !cr.Factorize(A) {
 		return nil, nil, fmt.Errorf("VOF optimal q: I + KK/sigma^2 is not numerically positive definite (noise %g)", p.Noise)
 	}
 	W := make([]float64, M*M)

@@ -135,7 +135,7 @@ func TestOptimalQ(t *testing.T) {
 		for _, dense := range []bool{false, true} {
 			mod := Model{Basis: Hermite, Family: kernel.RBF, Dim: c.dim, M1: c.m1, Dense: dense}
 			p := randomParams(t, mod, []float64{0.8, 1.1}[:c.dim], []float64{1.2}, 0.05, []float64{1.7, 1.3}[:c.dim], 3)
-			_, g := optimalELBO(t, mod, p, X, y, 0, true)
+			_, g, st := optimalELBOStats(t, mod, p, X, y, 0, true)
 			M := len(p.Mean)
 			name := fmt.Sprintf("M=%d dense=%v", M, dense)
 			for i, v := range g.Mean {
@@ -150,14 +150,6 @@ func TestOptimalQ(t *testing.T) {
 			}
 			if !dense {
 				continue
-			}
-			fm, err := NewFeatureMap(mod, p, 0, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			st, err := AccumulateKuf(fm, p, X, y, c.dim, false)
-			if err != nil {
-				t.Fatal(err)
 			}
 			// (A L) L^T - I, with L lower triangular.
 			AL := make([]float64, M*M)
@@ -208,14 +200,7 @@ func TestDenseELBOLarge(t *testing.T) {
 			p.Chol[i*M+j] = math.NaN()
 		}
 	}
-	fm, err := NewFeatureMap(mod, p, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := AccumulateKuf(fm, p, X, y, 2, true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := kufStats(t, mod, p, X, y, 0, 0, true)
 	g := mod.NewGrad(M)
 	got, err := ELBOKuf(mod, p, st, 600, g)
 	if err != nil {
